@@ -1,0 +1,211 @@
+"""The error tree of perdure.
+
+Every error that can reach a caller carries a ``group`` and a ``code`` (together the
+wire identifier ``"{group}.{code}"``), a human message, optional ``metadata`` and the
+HTTP status a server answers with. The tree::
+
+    PerdureError                     group.code, message, metadata, status, public
+    ├── UserError                    user.<code>   raised by actor code on purpose (500)
+    ├── ActorNotFound                actor.not_found (404)
+    ├── ActorAlreadyExists           actor.duplicate_key (400)
+    ├── ActionNotFound               actor.action_not_found (404)
+    ├── ActionTimedOut               actor.action_timed_out (408)
+    ├── InvalidRequest               actor.invalid_request (400)  bad arguments, bad key …
+    ├── InternalError                actor.internal_error (500)   any unexpected exception
+    ├── ActorAborted                 actor.aborted (500)          the actor is shutting down
+    ├── ActorStopping                actor.stopping (503)         sleep/destroy already requested
+    ├── StateNotSerializable         state.not_serializable (500) a value CBOR cannot store
+    ├── QueueError                   queue.* (400)                full, too large, invalid …
+    ├── MessageError                 message.* (400)              frame/body size, encoding
+    ├── ScheduleError                schedule.* (400)             invalid cron, limits …
+    ├── WorkflowError                workflow.* (500)             divergence, exhausted steps …
+    └── DefinitionError              config.invalid (500)         bad actor definition (raised
+                                                                  when the registry is built)
+
+    EngineSignal (BaseException)     control flow of the engine (evict, suspend); user
+                                     code's ``except Exception`` cannot swallow it.
+
+Only errors marked ``public`` show their message to remote callers; any other exception
+is reported as ``actor.internal_error`` with a generic message and logged in full.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+__all__ = [
+    "ActionNotFound",
+    "ActionTimedOut",
+    "ActorAborted",
+    "ActorAlreadyExists",
+    "ActorNotFound",
+    "ActorStopping",
+    "DefinitionError",
+    "EngineSignal",
+    "InternalError",
+    "InvalidRequest",
+    "MessageError",
+    "PerdureError",
+    "QueueError",
+    "ScheduleError",
+    "StateNotSerializable",
+    "UserError",
+    "WorkflowError",
+    "status_for",
+]
+
+
+class PerdureError(Exception):
+    """Base of every error that has a wire identity (``group.code``)."""
+
+    group: ClassVar[str] = "actor"
+    default_code: ClassVar[str] = "internal_error"
+    status: ClassVar[int] = 500
+    public: ClassVar[bool] = True
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: str | None = None,
+        metadata: Any = None,
+        group: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code or self.default_code
+        self.metadata = metadata
+        if group is not None:
+            self.group = group  # type: ignore[misc]
+
+    @property
+    def identifier(self) -> str:
+        """``"group.code"``, as used in close reasons and the ``x-rivet-error`` header."""
+        return f"{self.group}.{self.code}"
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.identifier}: {self.message!r})"
+
+
+class UserError(PerdureError):
+    """An error raised on purpose by actor code; its message, code and metadata reach the caller.
+
+    ``raise UserError("Insufficient funds", code="insufficient_funds", metadata={"need": 5})``
+    """
+
+    group = "user"
+    default_code = "user_error"
+    status = 500
+
+
+class ActorNotFound(PerdureError):
+    default_code = "not_found"
+    status = 404
+
+    def __init__(self, message: str = "The actor does not exist or was destroyed.") -> None:
+        super().__init__(message)
+
+
+class ActorAlreadyExists(PerdureError):
+    default_code = "duplicate_key"
+    status = 400
+
+    def __init__(self, name: str, key: tuple[str, ...]) -> None:
+        super().__init__(
+            f"An actor named `{name}` with key {list(key)!r} already exists.",
+            metadata={"name": name, "key": list(key)},
+        )
+
+
+class ActionNotFound(PerdureError):
+    default_code = "action_not_found"
+    status = 404
+
+    def __init__(self, action: str) -> None:
+        super().__init__(f"Action `{action}` was not found.")
+
+
+class ActionTimedOut(PerdureError):
+    default_code = "action_timed_out"
+    status = 408
+
+    def __init__(self, action: str, timeout: float) -> None:
+        super().__init__(f"Action `{action}` timed out after {timeout:g} s.")
+
+
+class InvalidRequest(PerdureError):
+    default_code = "invalid_request"
+    status = 400
+
+
+class InternalError(PerdureError):
+    default_code = "internal_error"
+    status = 500
+
+    def __init__(self, message: str = "An internal error occurred.") -> None:
+        super().__init__(message)
+
+
+class ActorAborted(PerdureError):
+    default_code = "aborted"
+    status = 500
+
+    def __init__(self, message: str = "The actor is shutting down.") -> None:
+        super().__init__(message)
+
+
+class ActorStopping(PerdureError):
+    default_code = "stopping"
+    status = 503
+
+
+class StateNotSerializable(PerdureError):
+    group = "state"
+    default_code = "not_serializable"
+    status = 500
+
+
+class QueueError(PerdureError):
+    group = "queue"
+    default_code = "invalid"
+    status = 400
+
+
+class MessageError(PerdureError):
+    group = "message"
+    default_code = "invalid"
+    status = 400
+
+
+class ScheduleError(PerdureError):
+    group = "schedule"
+    default_code = "invalid"
+    status = 400
+
+
+class WorkflowError(PerdureError):
+    group = "workflow"
+    default_code = "failed"
+    status = 500
+
+
+class DefinitionError(PerdureError):
+    """An actor definition or registry is invalid; raised when the registry is built."""
+
+    group = "config"
+    default_code = "invalid"
+    status = 500
+
+
+class EngineSignal(BaseException):
+    """Engine control flow (eviction, suspension). Derives from BaseException on purpose."""
+
+
+_STATUS_BY_GROUP = {"queue": 400, "message": 400, "schedule": 400}
+
+
+def status_for(error: PerdureError) -> int:
+    """The HTTP status for an error, following the original server's mapping."""
+    if error.group in _STATUS_BY_GROUP:
+        return _STATUS_BY_GROUP[error.group]
+    return error.status

@@ -1,0 +1,175 @@
+"""The store contract: what every storage backend (memory, SQLite, PostgreSQL) guarantees.
+
+The store only persists. It makes no decisions: replay or run, sleep or wake, retry or
+fail are decided in ``perdure.runtime`` and ``perdure.workflow``. Values arrive already
+encoded (``bytes``, see :mod:`perdure.store.codec`); the store never decodes them.
+
+Unit of atomicity: one :class:`ActorCommit`. Every field of a commit (state, queue
+messages added and removed, workflow history entries written and deleted, the alarm
+``wake_at``) is applied all together or not at all. A backend may put the commits of many
+actors into one database transaction (group commit) but must isolate their failures: a
+commit that fails (for instance because its actor was deleted) fails alone.
+
+Durability: when an awaited write method returns, its effect survives a crash of the
+process (``kill -9``). Surviving power loss as well is the ``durability="power"`` mode of a
+backend (it fsyncs every group commit); see each backend's docstring.
+
+Ordering: commits for one actor are applied in the order their ``commit`` calls were made.
+Times are integers in milliseconds since the Unix epoch.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Literal
+
+from perdure.keys import Key
+
+__all__ = [
+    "ActorCommit",
+    "ActorRecord",
+    "Durability",
+    "QueueMessageRecord",
+    "Store",
+]
+
+Durability = Literal["process", "power"]
+
+
+@dataclass(frozen=True, slots=True)
+class ActorRecord:
+    """One actor as stored. ``state`` is ``None`` until the actor has been initialised."""
+
+    actor_id: str
+    name: str
+    key: Key
+    created_at: int
+    generation: int = 0
+    initialized: bool = False
+    input: bytes | None = None
+    state: bytes | None = None
+    wake_at: int | None = None
+    queue_next_id: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class QueueMessageRecord:
+    """A durable queue message. Ids grow monotonically per actor; FIFO is by id."""
+
+    id: int
+    name: str
+    body: bytes
+    created_at: int
+
+
+@dataclass(slots=True)
+class ActorCommit:
+    """Everything one actor wants written atomically. ``None`` fields are left unchanged.
+
+    ``set_wake_at`` says whether ``wake_at`` is written (``wake_at=None`` then clears the
+    alarm). ``history_put`` maps a workflow location (``"loop/~3/step"``) to its encoded
+    entry; ``history_delete`` lists locations to remove.
+    """
+
+    actor_id: str
+    state: bytes | None = None
+    initialized: bool | None = None
+    generation: int | None = None
+    set_wake_at: bool = False
+    wake_at: int | None = None
+    queue_next_id: int | None = None
+    queue_put: list[QueueMessageRecord] = field(default_factory=list)
+    queue_delete: list[int] = field(default_factory=list)
+    history_put: dict[str, bytes] = field(default_factory=dict)
+    history_delete: list[str] = field(default_factory=list)
+
+    def is_empty(self) -> bool:
+        """True when the commit would write nothing."""
+        return (
+            self.state is None
+            and self.initialized is None
+            and self.generation is None
+            and not self.set_wake_at
+            and self.queue_next_id is None
+            and not self.queue_put
+            and not self.queue_delete
+            and not self.history_put
+            and not self.history_delete
+        )
+
+
+class Store(ABC):
+    """Abstract base of every backend. All methods are coroutines unless noted."""
+
+    durability: Durability = "process"
+
+    @abstractmethod
+    async def open(self) -> None:
+        """Connect, apply pending migrations, start background writers. Idempotent."""
+
+    @abstractmethod
+    async def close(self) -> None:
+        """Finish every accepted write, then release resources. Idempotent.
+
+        Writes accepted before ``close`` is called are durable when it returns.
+        """
+
+    @abstractmethod
+    async def create_actor(self, record: ActorRecord) -> None:
+        """Insert a new actor.
+
+        Raises ``ActorAlreadyExists`` if an actor with the same ``(name, key)`` exists and
+        ``InvalidRequest`` if ``actor_id`` is taken. Durable when it returns.
+        """
+
+    @abstractmethod
+    async def get_actor(self, actor_id: str) -> ActorRecord | None:
+        """The actor with this id, or ``None`` if there is none (or it was deleted)."""
+
+    @abstractmethod
+    async def find_actor(self, name: str, key: Key) -> ActorRecord | None:
+        """The actor with this name and key, or ``None``."""
+
+    @abstractmethod
+    async def commit(self, commit: ActorCommit) -> None:
+        """Apply ``commit`` atomically (see the module docstring).
+
+        Raises ``ActorNotFound`` (and writes nothing) if the actor does not exist. Adding a
+        queue message whose id exists, or deleting one that does not, is not an error:
+        puts overwrite and deletes of missing rows are no-ops. Durable when it returns.
+        """
+
+    @abstractmethod
+    async def delete_actor(self, actor_id: str) -> bool:
+        """Delete the actor and all its data (queue, history). False if it did not exist."""
+
+    @abstractmethod
+    async def list_actors(
+        self, *, name: str | None = None, after: str | None = None, limit: int = 100
+    ) -> list[ActorRecord]:
+        """Actors ordered by ``actor_id``, optionally of one name, after a given id."""
+
+    @abstractmethod
+    async def count_actors(self, *, name: str | None = None) -> int:
+        """How many actors exist (of one name, if given)."""
+
+    @abstractmethod
+    async def load_queue(self, actor_id: str) -> list[QueueMessageRecord]:
+        """All queued messages of an actor, ordered by id."""
+
+    @abstractmethod
+    async def load_history(self, actor_id: str) -> dict[str, bytes]:
+        """All workflow history entries of an actor, by location."""
+
+    @abstractmethod
+    async def due_actors(self, until: int, limit: int) -> list[tuple[str, int]]:
+        """``(actor_id, wake_at)`` of actors whose ``wake_at <= until``, earliest first.
+
+        Served by an index on ``wake_at``: the cost does not grow with the number of
+        actors that have no alarm or a later one.
+        """
+
+    @abstractmethod
+    async def next_wake_at(self) -> int | None:
+        """The earliest ``wake_at`` over all actors, or ``None``."""
