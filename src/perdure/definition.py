@@ -1,0 +1,351 @@
+"""Actor definitions: ``actor(...)``, ``event(...)``, ``queue(...)`` and their options.
+
+A definition is inert data. It is checked when the registry is built (``setup(use=...)``):
+an unknown option or hook name, a hook with the wrong number of parameters, or ``state``
+given together with ``create_state`` fail then, with a message naming the problem.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime as _dt
+import difflib
+import inspect
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any, Literal
+
+from perdure.errors import DefinitionError
+
+__all__ = [
+    "MISSING",
+    "ActionSpec",
+    "ActorDefinition",
+    "ActorOptions",
+    "EventSpec",
+    "QueueSpec",
+    "actor",
+    "event",
+    "queue",
+    "seconds",
+]
+
+
+class _Missing:
+    def __repr__(self) -> str:
+        return "MISSING"
+
+
+MISSING: Any = _Missing()
+
+Duration = float | int | _dt.timedelta
+
+
+def seconds(value: Duration) -> float:
+    """A duration given as seconds or ``timedelta``, as float seconds."""
+    if isinstance(value, _dt.timedelta):
+        return value.total_seconds()
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise DefinitionError(f"A duration must be seconds or a timedelta, not {value!r}.")
+    return float(value)
+
+
+@dataclass(frozen=True, slots=True)
+class ActorOptions:
+    """Per-actor options; defaults follow the original system."""
+
+    sleep_timeout: float = 30.0
+    action_timeout: float = 60.0
+    sleep_grace_period: float = 15.0
+    state_save_interval: float = 1.0
+    create_vars_timeout: float = 5.0
+    create_conn_state_timeout: float = 5.0
+    on_before_connect_timeout: float = 5.0
+    on_connect_timeout: float = 5.0
+    no_sleep: bool = False
+    max_queue_size: int = 1000
+    max_queue_message_size: int = 65536
+    max_schedules: int = 1000
+
+    @classmethod
+    def build(cls, actor_name: str, value: ActorOptions | Mapping[str, Any] | None) -> ActorOptions:
+        """Validate options given as a mapping (or pass an ``ActorOptions`` through)."""
+        if value is None:
+            return cls()
+        if isinstance(value, ActorOptions):
+            return value
+        known = {f.name: f for f in fields(cls)}
+        converted: dict[str, Any] = {}
+        for name, raw in value.items():
+            if name not in known:
+                raise DefinitionError(
+                    f"Actor `{actor_name}`: unknown option `{name}`{_suggest(name, known)}."
+                )
+            default = known[name].default
+            if isinstance(default, bool):
+                if not isinstance(raw, bool):
+                    raise DefinitionError(f"Actor `{actor_name}`: option `{name}` must be a bool.")
+                converted[name] = raw
+            elif isinstance(default, float):
+                converted[name] = seconds(raw)
+                if converted[name] < 0:
+                    raise DefinitionError(f"Actor `{actor_name}`: option `{name}` is negative.")
+            else:
+                if isinstance(raw, bool) or not isinstance(raw, int) or raw <= 0:
+                    raise DefinitionError(
+                        f"Actor `{actor_name}`: option `{name}` must be a positive integer."
+                    )
+                converted[name] = raw
+        return cls(**converted)
+
+
+@dataclass(frozen=True, slots=True)
+class EventSpec:
+    """An event an actor may broadcast; ``schema`` (any type pydantic understands) validates."""
+
+    schema: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class QueueSpec:
+    """A durable queue; ``schema`` validates message bodies (pydantic ``TypeAdapter``)."""
+
+    schema: Any = None
+
+
+def event(schema: Any = None) -> EventSpec:
+    """Declare an event, optionally with a payload schema."""
+    return EventSpec(schema)
+
+
+def queue(schema: Any = None) -> QueueSpec:
+    """Declare a queue, optionally with a body schema."""
+    return QueueSpec(schema)
+
+
+@dataclass(frozen=True, slots=True)
+class ActionSpec:
+    """An action: its function and how many positional arguments it accepts."""
+
+    name: str
+    fn: Callable[..., Any]
+    min_args: int
+    max_args: int | None  # None: takes *args
+
+    def check_arity(self, count: int) -> str | None:
+        """An error message if ``count`` arguments don't fit, else ``None``."""
+        if count < self.min_args or (self.max_args is not None and count > self.max_args):
+            if self.max_args is None:
+                wanted = f"at least {self.min_args}"
+            elif self.min_args == self.max_args:
+                wanted = str(self.min_args)
+            else:
+                wanted = f"{self.min_args} to {self.max_args}"
+            plural = "" if wanted == "1" else "s"
+            return f"Action `{self.name}` takes {wanted} argument{plural} ({count} given)."
+        return None
+
+
+# Hook name -> number of positional parameters it is called with.
+HOOK_ARITY: dict[str, int] = {
+    "create_state": 2,
+    "create_vars": 1,
+    "create_conn_state": 2,
+    "on_create": 2,
+    "on_wake": 1,
+    "on_sleep": 1,
+    "on_destroy": 1,
+    "on_before_connect": 2,
+    "on_connect": 2,
+    "on_disconnect": 2,
+    "on_state_change": 2,
+    "on_before_action_response": 4,
+    "on_error": 2,
+    "run": 1,
+}
+_VALUE_FIELDS = ("state", "vars", "conn_state", "events", "queues", "actions", "options")
+
+ActorKind = Literal["actor", "workflow"]
+
+
+@dataclass(slots=True)
+class ActorDefinition:
+    """What ``actor(...)`` returns. Build a registry from it with ``setup(use=...)``."""
+
+    kind: ActorKind = "actor"
+    state: Any = MISSING
+    vars: Any = MISSING
+    conn_state: Any = MISSING
+    hooks: dict[str, Callable[..., Any]] = field(default_factory=dict)
+    events: dict[str, EventSpec] | None = None
+    queues: dict[str, QueueSpec] | None = None
+    raw_actions: dict[str, Any] = field(default_factory=dict)
+    raw_options: ActorOptions | Mapping[str, Any] | None = None
+    unknown: dict[str, Any] = field(default_factory=dict)
+    # Filled by ``validate``:
+    name: str = ""
+    options: ActorOptions = field(default_factory=ActorOptions)
+    actions: dict[str, ActionSpec] = field(default_factory=dict)
+
+    def action(self, fn_or_name: Callable[..., Any] | str | None = None) -> Any:
+        """Register an action by decorator: ``@defn.action`` or ``@defn.action("name")``."""
+        if callable(fn_or_name):
+            self.raw_actions[fn_or_name.__name__] = fn_or_name
+            return fn_or_name
+        explicit = fn_or_name
+
+        def register(fn: Callable[..., Any]) -> Callable[..., Any]:
+            self.raw_actions[explicit or fn.__name__] = fn
+            return fn
+
+        return register
+
+    def hook(self, name: str) -> Callable[..., Any] | None:
+        """The hook of that name, or ``None``."""
+        return self.hooks.get(name)
+
+    def initial_state(self) -> Any:
+        """A fresh deep copy of the static ``state`` value."""
+        return copy.deepcopy(self.state)
+
+    def initial_vars(self) -> Any:
+        """A fresh deep copy of the static ``vars`` value (``None`` if not given)."""
+        return None if self.vars is MISSING else copy.deepcopy(self.vars)
+
+    def initial_conn_state(self) -> Any:
+        """A fresh deep copy of the static ``conn_state`` value (``None`` if not given)."""
+        return None if self.conn_state is MISSING else copy.deepcopy(self.conn_state)
+
+    def validate(self, name: str) -> None:
+        """Check the definition; raise ``DefinitionError`` naming the first problem."""
+        self.name = name
+        for unknown_name in self.unknown:
+            allowed = [*HOOK_ARITY, *_VALUE_FIELDS]
+            raise DefinitionError(
+                f"Actor `{name}`: unknown option `{unknown_name}`{_suggest(unknown_name, allowed)}."
+            )
+        for left, right in (
+            ("state", "create_state"),
+            ("vars", "create_vars"),
+            ("conn_state", "create_conn_state"),
+        ):
+            if getattr(self, left) is not MISSING and right in self.hooks:
+                raise DefinitionError(f"Actor `{name}`: give `{left}` or `{right}`, not both.")
+        for hook_name, fn in self.hooks.items():
+            _check_hook(name, hook_name, fn)
+        self.options = ActorOptions.build(name, self.raw_options)
+        self.actions = _flatten_actions(name, self.raw_actions)
+        self.events = _check_specs(name, "events", self.events, EventSpec)
+        self.queues = _check_specs(name, "queues", self.queues, QueueSpec)
+
+
+def actor(**config: Any) -> ActorDefinition:
+    """Define an actor.
+
+    Keys: ``state`` or ``create_state(c, input)``; ``vars`` or ``create_vars(c)``;
+    ``conn_state`` or ``create_conn_state(c, params)``; ``events``; ``queues``; ``actions``
+    (a mapping, nested mappings give dotted names, or use ``@defn.action``); hooks
+    ``on_create(c, input)``, ``on_wake(c)``, ``on_sleep(c)``, ``on_destroy(c)``,
+    ``on_before_connect(c, params)``, ``on_connect(c, conn)``, ``on_disconnect(c, conn)``,
+    ``on_state_change(c, state)``, ``on_before_action_response(c, name, args, output)``;
+    ``run(c)``; ``options`` (see :class:`ActorOptions`). Hooks may be sync or async.
+    """
+    return _build_definition("actor", config)
+
+
+def _build_definition(kind: ActorKind, config: dict[str, Any]) -> ActorDefinition:
+    definition = ActorDefinition(kind=kind)
+    for key, value in config.items():
+        if key in HOOK_ARITY:
+            if value is not None:
+                definition.hooks[key] = value
+        elif key == "actions":
+            definition.raw_actions = dict(value or {})
+        elif key == "options":
+            definition.raw_options = value
+        elif key == "events":
+            definition.events = None if value is None else dict(value)
+        elif key == "queues":
+            definition.queues = None if value is None else dict(value)
+        elif key in ("state", "vars", "conn_state"):
+            setattr(definition, key, value)
+        else:
+            definition.unknown[key] = value
+    return definition
+
+
+def _suggest(name: str, candidates: Any) -> str:
+    close = difflib.get_close_matches(name, list(candidates), n=1)
+    return f" (did you mean `{close[0]}`?)" if close else ""
+
+
+def _check_hook(actor_name: str, hook_name: str, fn: Any) -> None:
+    if not callable(fn):
+        raise DefinitionError(f"Actor `{actor_name}`: `{hook_name}` must be callable.")
+    arity = HOOK_ARITY[hook_name]
+    try:
+        inspect.signature(fn).bind(*([None] * arity))
+    except TypeError:
+        params = ", ".join(["c", "input", "…"][: min(arity, 3)]) if arity > 1 else "c"
+        raise DefinitionError(
+            f"Actor `{actor_name}`: hook `{hook_name}` must accept {arity} positional "
+            f"argument{'s' if arity != 1 else ''} ({params}); its signature is "
+            f"{_signature_text(fn)}."
+        ) from None
+    except ValueError:  # builtins without a signature: trust them
+        return
+
+
+def _signature_text(fn: Any) -> str:
+    try:
+        return str(inspect.signature(fn))
+    except (TypeError, ValueError):
+        return "unknown"
+
+
+def _flatten_actions(
+    actor_name: str, raw: Mapping[str, Any], prefix: str = ""
+) -> dict[str, ActionSpec]:
+    specs: dict[str, ActionSpec] = {}
+    for key, value in raw.items():
+        if not isinstance(key, str) or not key or "." in key:
+            raise DefinitionError(f"Actor `{actor_name}`: invalid action name {key!r}.")
+        full = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            specs.update(_flatten_actions(actor_name, value, f"{full}."))
+        elif callable(value):
+            specs[full] = _action_spec(actor_name, full, value)
+        else:
+            raise DefinitionError(
+                f"Actor `{actor_name}`: action `{full}` must be a function or a mapping of actions."
+            )
+    return specs
+
+
+def _action_spec(actor_name: str, name: str, fn: Callable[..., Any]) -> ActionSpec:
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return ActionSpec(name, fn, 0, None)
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    variadic = any(p.kind is p.VAR_POSITIONAL for p in params)
+    if not positional and not variadic:
+        raise DefinitionError(
+            f"Actor `{actor_name}`: action `{name}` must take the context as its first parameter."
+        )
+    rest = positional[1:] if positional else []
+    required = sum(1 for p in rest if p.default is p.empty)
+    return ActionSpec(name, fn, required, None if variadic else len(rest))
+
+
+def _check_specs(actor_name: str, what: str, specs: Any, kind: type[Any]) -> Any:
+    if specs is None:
+        return None
+    if not isinstance(specs, Mapping):
+        raise DefinitionError(f"Actor `{actor_name}`: `{what}` must be a mapping of names.")
+    checked = {}
+    for key, value in specs.items():
+        if not isinstance(key, str) or not key:
+            raise DefinitionError(f"Actor `{actor_name}`: invalid name {key!r} in `{what}`.")
+        checked[key] = value if isinstance(value, kind) else kind(value)
+    return checked

@@ -1,0 +1,146 @@
+"""The context ``c`` that hooks and actions receive."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from perdure.runtime.connections import Connection
+    from perdure.runtime.instance import ActorInstance
+    from perdure.runtime.local import LocalClient
+
+__all__ = ["AbortSignal", "ActionContext", "ActorContext"]
+
+T = TypeVar("T")
+
+
+class AbortSignal:
+    """Fires once, when the actor starts to sleep or be destroyed."""
+
+    __slots__ = ("_event",)
+
+    def __init__(self) -> None:
+        self._event = asyncio.Event()
+
+    @property
+    def aborted(self) -> bool:
+        """True once the actor is shutting down."""
+        return self._event.is_set()
+
+    def fire(self) -> None:
+        """Mark the signal as fired (idempotent)."""
+        self._event.set()
+
+    async def wait(self) -> None:
+        """Return when the signal fires."""
+        await self._event.wait()
+
+
+class ActorContext:
+    """What hooks receive as ``c``: the actor's state, identity and powers."""
+
+    __slots__ = ("_instance",)
+
+    def __init__(self, instance: ActorInstance) -> None:
+        self._instance = instance
+
+    @property
+    def state(self) -> Any:
+        """The actor's durable state. Mutate it freely; it is saved after each action."""
+        return self._instance.state
+
+    @state.setter
+    def state(self, value: Any) -> None:
+        self._instance.state = value
+
+    @property
+    def vars(self) -> Any:
+        """Ephemeral per-wake values (clients, caches); never persisted."""
+        return self._instance.vars
+
+    @vars.setter
+    def vars(self, value: Any) -> None:
+        self._instance.vars = value
+
+    @property
+    def name(self) -> str:
+        """The actor's registered name."""
+        return self._instance.name
+
+    @property
+    def key(self) -> list[str]:
+        """The actor's key parts."""
+        return list(self._instance.key)
+
+    @property
+    def actor_id(self) -> str:
+        """The actor's stable id."""
+        return self._instance.actor_id
+
+    @property
+    def generation(self) -> int:
+        """How many times this actor has started (bumped at every wake)."""
+        return self._instance.generation
+
+    @property
+    def conns(self) -> dict[str, Connection]:
+        """The open connections, by id."""
+        return self._instance.conns
+
+    @property
+    def log(self) -> logging.LoggerAdapter[logging.Logger]:
+        """A logger that names the actor."""
+        return self._instance.log
+
+    @property
+    def abort_signal(self) -> AbortSignal:
+        """Fires when the actor begins to sleep or be destroyed."""
+        return self._instance.abort
+
+    @property
+    def aborted(self) -> bool:
+        """True once the actor is shutting down."""
+        return self._instance.abort.aborted
+
+    def broadcast(self, name: str, *args: Any) -> None:
+        """Send an event to every connection subscribed to ``name``."""
+        self._instance.broadcast(name, args)
+
+    async def save_state(self, *, immediate: bool = False) -> None:
+        """Persist the state: ``immediate=True`` waits until it is durable."""
+        future = self._instance.request_flush()
+        if immediate:
+            await future
+
+    def keep_awake(self, awaitable: Awaitable[T]) -> asyncio.Future[T]:
+        """Run ``awaitable`` and keep the actor awake (no idle sleep) until it finishes."""
+        return self._instance.keep_awake(awaitable)
+
+    def wait_until(self, awaitable: Awaitable[T]) -> asyncio.Future[T]:
+        """Run ``awaitable``; a shutdown waits for it (within the grace period)."""
+        return self._instance.wait_until(awaitable)
+
+    def sleep(self) -> None:
+        """Ask the actor to go to sleep now (takes effect after this call returns)."""
+        self._instance.request_stop("sleep")
+
+    def destroy(self) -> None:
+        """Destroy the actor: ``on_destroy`` runs, its data is deleted, later calls fail."""
+        self._instance.request_stop("destroy")
+
+    def client(self) -> LocalClient:
+        """A client for calling other actors (in-process, no network hop)."""
+        return self._instance.runtime.client()
+
+
+class ActionContext(ActorContext):
+    """The context of an action; ``conn`` is the calling connection (``None`` over HTTP)."""
+
+    __slots__ = ("conn",)
+
+    def __init__(self, instance: ActorInstance, conn: Connection | None) -> None:
+        super().__init__(instance)
+        self.conn = conn

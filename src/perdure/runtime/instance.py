@@ -1,0 +1,469 @@
+"""A live actor: its state in memory, its hooks, actions, connections and sleep timer.
+
+Durability of actions: after an action returns, its caller waits for the next *flush* of
+the actor. A flush serialises the state once, compares it with the last bytes written,
+and commits what changed together with any pending queue or history writes. At most one
+commit per actor is in flight; everything that finishes while it is in flight shares the
+next one. So 32 concurrent callers cost one serialisation and one commit per round, and
+a read-only action still waits for the commit of any state it might have read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
+
+from perdure.definition import MISSING, ActorDefinition
+from perdure.errors import (
+    ActionNotFound,
+    ActionTimedOut,
+    ActorAborted,
+    ActorNotFound,
+    ActorStopping,
+    InternalError,
+    InvalidRequest,
+    PerdureError,
+)
+from perdure.runtime.connections import Connection, Transport
+from perdure.runtime.context import AbortSignal, ActionContext, ActorContext
+from perdure.runtime.tasks import TaskOwner
+from perdure.store.base import ActorCommit, ActorRecord
+from perdure.store.codec import decode_value, encode_value
+
+if TYPE_CHECKING:
+    from perdure.runtime.runtime import ActorRuntime
+
+__all__ = ["ActorInstance", "StopReason"]
+
+T = TypeVar("T")
+StopReason = Literal["sleep", "destroy", "shutdown"]
+Status = Literal["starting", "running", "stopping", "stopped"]
+_log = logging.getLogger("perdure.actor")
+
+
+async def call_hook(fn: Callable[..., Any], *args: Any, timeout: float | None = None) -> Any:
+    """Call a sync or async hook, with an optional timeout for the async part."""
+    result = fn(*args)
+    if inspect.isawaitable(result):
+        if timeout:
+            async with asyncio.timeout(timeout):
+                return await result
+        return await result
+    return result
+
+
+class ActorInstance:
+    """One awake actor. Created and owned by :class:`~perdure.runtime.runtime.ActorRuntime`."""
+
+    def __init__(
+        self, runtime: ActorRuntime, definition: ActorDefinition, record: ActorRecord
+    ) -> None:
+        self.runtime = runtime
+        self.definition = definition
+        self.options = definition.options
+        self.actor_id = record.actor_id
+        self.name = record.name
+        self.key = record.key
+        self.generation = record.generation + 1
+        self.record = record
+        self.state: Any = None
+        self.vars: Any = None
+        self.conns: dict[str, Connection] = {}
+        self.status: Status = "starting"
+        self.abort = AbortSignal()
+        self.log = logging.LoggerAdapter(_log, {"actor": f"{self.name}/{self.actor_id}"})
+        self.context = ActorContext(self)
+        self.tasks = TaskOwner(f"actor {self.name}/{self.actor_id}")
+        self.stopped = asyncio.get_running_loop().create_future()
+        self.stop_reason: StopReason | None = None
+        # Commit pipeline (see the module docstring).
+        self._last_state: bytes | None = record.state
+        self._pending = ActorCommit(record.actor_id)
+        self._next_flush: asyncio.Future[None] | None = None
+        self._committing = False
+        # Activity that keeps the actor awake.
+        self._active = 0
+        self._sleep_timer: asyncio.TimerHandle | None = None
+        self._waiting: set[asyncio.Future[Any]] = set()
+        self._run_task: asyncio.Task[None] | None = None
+        self.run_active = False
+        self.run_sleep_ok = False
+
+    # ----------------------------------------------------------------- lifecycle
+
+    async def start(self) -> None:
+        """Run the start sequence: (create_state, on_create,) create_vars, on_wake, run."""
+        hooks = self.definition.hooks
+        if not self.record.initialized:
+            actor_input = None if self.record.input is None else decode_value(self.record.input)
+            if "create_state" in hooks:
+                self.state = await call_hook(hooks["create_state"], self.context, actor_input)
+            elif self.definition.state is not MISSING:
+                self.state = self.definition.initial_state()
+            if "on_create" in hooks:
+                await call_hook(hooks["on_create"], self.context, actor_input)
+            self._pending.initialized = True
+        else:
+            self.state = None if self.record.state is None else decode_value(self.record.state)
+        self._pending.generation = self.generation
+        await self.request_flush()
+        if "create_vars" in hooks:
+            self.vars = await call_hook(
+                hooks["create_vars"], self.context, timeout=self.options.create_vars_timeout
+            )
+        else:
+            self.vars = self.definition.initial_vars()
+        if "on_wake" in hooks:
+            await call_hook(hooks["on_wake"], self.context)
+        self.status = "running"
+        self._start_run()
+        self._maybe_arm_sleep()
+
+    def request_stop(self, reason: StopReason) -> None:
+        """Ask for sleep or destroy; it happens in the background (after the caller returns)."""
+        if self.status == "starting":
+            raise ActorStopping("The actor is still starting.", code="starting")
+        if self.status != "running":
+            if reason == "destroy" and self.stop_reason == "sleep":
+                self.stop_reason = "destroy"
+                return
+            raise ActorStopping("The actor is already stopping.")
+        self.runtime.schedule_stop(self, reason)
+
+    async def stop(self, reason: StopReason) -> None:
+        """The stop sequence: abort, wind down work, on_sleep/on_destroy, close, final flush."""
+        if self.status in ("stopping", "stopped"):
+            await asyncio.shield(self.stopped)
+            return
+        self.status = "stopping"
+        self.stop_reason = reason
+        self._cancel_sleep_timer()
+        self.abort.fire()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.options.sleep_grace_period
+        try:
+            await self._wind_down(deadline)
+            await self._run_stop_hook(deadline)
+            await self._close_connections()
+            await self._wait_for(self._waiting, deadline)
+            await self.tasks.close(timeout=max(0.0, deadline - loop.time()))
+            await self.request_flush()
+            if self.stop_reason == "destroy":
+                await self.runtime.store.delete_actor(self.actor_id)
+        except Exception:
+            self.log.exception("stopping the actor failed")
+        finally:
+            self.status = "stopped"
+            if not self.stopped.done():
+                self.stopped.set_result(None)
+
+    async def _wind_down(self, deadline: float) -> None:
+        """Let in-flight actions and the run handler finish within the grace period."""
+        loop = asyncio.get_running_loop()
+        while self._active > 0 and loop.time() < deadline:
+            await asyncio.sleep(0.005)
+        task = self._run_task
+        if task is not None and not task.done():
+            await asyncio.wait([task], timeout=max(0.0, deadline - loop.time()))
+            if not task.done():
+                task.cancel()
+                await asyncio.wait([task])
+
+    # --------------------------------------------------------------- run handler
+
+    def _start_run(self) -> None:
+        run = self.definition.hooks.get("run")
+        if run is None:
+            return
+        self.run_active = True
+        self._run_task = self.tasks.spawn(self._run(run), name=f"run {self.actor_id}")
+
+    async def _run(self, run: Callable[..., Any]) -> None:
+        saver = self.tasks.spawn(self._save_periodically(), name=f"autosave {self.actor_id}")
+        try:
+            await call_hook(run, self.context)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            self.log.exception("the run handler failed; the actor stays up and may sleep")
+        finally:
+            saver.cancel()
+            self.run_active = False
+            self.request_flush()
+            self.activity_changed()
+
+    async def _save_periodically(self) -> None:
+        """Persist state changed by ``run`` (which has no action boundary to flush at)."""
+        while True:
+            await asyncio.sleep(self.options.state_save_interval)
+            self.request_flush()
+
+    def run_waiting(self, sleep_compatible: bool) -> None:
+        """Called by the run handler's waits: a queue wait or long sleep lets the actor sleep."""
+        self.run_sleep_ok = sleep_compatible
+        self.activity_changed()
+
+    async def _run_stop_hook(self, deadline: float) -> None:
+        hook_name = "on_destroy" if self.stop_reason == "destroy" else "on_sleep"
+        hook = self.definition.hooks.get(hook_name)
+        if hook is None:
+            return
+        remaining = max(0.001, deadline - asyncio.get_running_loop().time())
+        try:
+            await call_hook(hook, self.context, timeout=remaining)
+        except Exception:
+            self.log.exception("%s failed", hook_name)
+
+    async def _close_connections(self) -> None:
+        for conn in list(self.conns.values()):
+            conn.transport.close(
+                1000, f"actor.{'destroyed' if self.stop_reason == 'destroy' else 'sleeping'}"
+            )
+            await self.disconnect(conn)
+
+    @staticmethod
+    async def _wait_for(futures: set[asyncio.Future[Any]], deadline: float) -> None:
+        pending = [f for f in futures if not f.done()]
+        if pending:
+            remaining = max(0.0, deadline - asyncio.get_running_loop().time())
+            await asyncio.wait(pending, timeout=remaining)
+
+    # ------------------------------------------------------------------ actions
+
+    async def call_action(self, name: str, args: list[Any], conn: Connection | None = None) -> Any:
+        """Run action ``name``; return its output once its state changes are durable."""
+        spec = self.definition.actions.get(name)
+        if spec is None:
+            raise ActionNotFound(name)
+        problem = spec.check_arity(len(args))
+        if problem is not None:
+            raise InvalidRequest(problem, metadata={"action": name})
+        self._check_running()
+        self.enter()
+        try:
+            context = ActionContext(self, conn)
+            try:
+                output = spec.fn(context, *args)
+                if inspect.isawaitable(output):
+                    output = await self._await_action(name, output)
+                hook = self.definition.hooks.get("on_before_action_response")
+                if hook is not None:
+                    output = await call_hook(hook, context, name, args, output)
+            finally:
+                flushed = self.request_flush()
+            await flushed
+            return output
+        except (PerdureError, asyncio.CancelledError):
+            raise
+        except Exception as exc:
+            self.log.exception("action %s failed", name)
+            raise InternalError() from exc
+        finally:
+            self.leave()
+
+    async def _await_action(self, name: str, awaitable: Awaitable[Any]) -> Any:
+        timeout = self.options.action_timeout
+        try:
+            async with asyncio.timeout(timeout or None):
+                return await awaitable
+        except TimeoutError:
+            raise ActionTimedOut(name, timeout) from None
+
+    def _check_running(self) -> None:
+        if self.status == "stopping" or self.status == "stopped":
+            raise ActorAborted()
+
+    # ------------------------------------------------------------- connections
+
+    async def connect(self, params: Any, transport: Transport) -> Connection:
+        """Admit a connection: on_before_connect, create_conn_state, then on_connect."""
+        self._check_running()
+        hooks = self.definition.hooks
+        self.enter()
+        try:
+            if "on_before_connect" in hooks:
+                await call_hook(
+                    hooks["on_before_connect"],
+                    self.context,
+                    params,
+                    timeout=self.options.on_before_connect_timeout,
+                )
+            if "create_conn_state" in hooks:
+                conn_state = await call_hook(
+                    hooks["create_conn_state"],
+                    self.context,
+                    params,
+                    timeout=self.options.create_conn_state_timeout,
+                )
+            else:
+                conn_state = self.definition.initial_conn_state()
+            conn = Connection(str(uuid.uuid4()), params, conn_state, transport, self)
+            self.conns[conn.id] = conn
+            if "on_connect" in hooks:
+                try:
+                    await call_hook(
+                        hooks["on_connect"],
+                        self.context,
+                        conn,
+                        timeout=self.options.on_connect_timeout,
+                    )
+                except BaseException:
+                    self.conns.pop(conn.id, None)
+                    raise
+            return conn
+        finally:
+            self.leave()
+
+    async def disconnect(self, conn: Connection) -> None:
+        """Forget a connection and run on_disconnect (once)."""
+        if self.conns.pop(conn.id, None) is None:
+            return
+        hook = self.definition.hooks.get("on_disconnect")
+        if hook is not None:
+            try:
+                await call_hook(hook, self.context, conn)
+            except Exception:
+                self.log.exception("on_disconnect failed")
+        self._maybe_arm_sleep()
+
+    def broadcast(self, name: str, args: tuple[Any, ...] | list[Any]) -> None:
+        """Send an event to the connections subscribed to ``name``."""
+        payload = list(args)
+        self.runtime.validate_event(self.definition, name, payload)
+        for conn in self.conns.values():
+            if name in conn.subscriptions:
+                conn.transport.send_event(name, payload)
+
+    # ---------------------------------------------------------- commit pipeline
+
+    def pending_commit(self) -> ActorCommit:
+        """The writes that the next flush will commit; add queue/history ops to it."""
+        return self._pending
+
+    def request_flush(self) -> asyncio.Future[None]:
+        """A future that resolves when everything done so far is durable."""
+        if self._next_flush is None:
+            self._next_flush = asyncio.get_running_loop().create_future()
+            if not self._committing:
+                asyncio.get_running_loop().call_soon(self._start_flush)
+        return self._next_flush
+
+    def _start_flush(self) -> None:
+        waiter, self._next_flush = self._next_flush, None
+        if waiter is None:
+            return
+        commit, self._pending = self._pending, ActorCommit(self.actor_id)
+        try:
+            self._add_state(commit)
+        except PerdureError as exc:
+            self._fail(waiter, exc)
+            return
+        if commit.is_empty():
+            if not waiter.done():
+                waiter.set_result(None)
+            return
+        self._committing = True
+        self.runtime.spawn(self._commit(commit, waiter), name=f"commit {self.actor_id}")
+
+    def _add_state(self, commit: ActorCommit) -> None:
+        data = encode_value(self.state, what="state", owner=f"{self.name}/{self.actor_id}")
+        if data != self._last_state:
+            commit.state = data
+            hook = self.definition.hooks.get("on_state_change")
+            if hook is not None and self.status == "running":
+                try:
+                    hook(self.context, self.state)
+                except Exception:
+                    self.log.exception("on_state_change failed")
+
+    async def _commit(self, commit: ActorCommit, waiter: asyncio.Future[None]) -> None:
+        try:
+            await self.runtime.store.commit(commit)
+        except BaseException as exc:
+            self._fail(waiter, exc)
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+        else:
+            if commit.state is not None:
+                self._last_state = commit.state
+            if not waiter.done():
+                waiter.set_result(None)
+        finally:
+            self._committing = False
+            if self._next_flush is not None:
+                self._start_flush()
+
+    def _fail(self, waiter: asyncio.Future[None], exc: BaseException) -> None:
+        if isinstance(exc, ActorNotFound) and self.status == "running":
+            self.log.warning("the actor's data is gone; stopping")
+        if not waiter.done():
+            waiter.set_exception(exc if isinstance(exc, Exception) else ActorAborted())
+
+    # -------------------------------------------------------- activity & sleep
+
+    def enter(self) -> None:
+        """Mark the start of work that keeps the actor awake."""
+        self._active += 1
+        if self._sleep_timer is not None:
+            self._sleep_timer.cancel()
+            self._sleep_timer = None
+
+    def leave(self) -> None:
+        """Mark the end of such work; arm the sleep timer if the actor is now idle."""
+        self._active -= 1
+        if self._active == 0:
+            self._maybe_arm_sleep()
+
+    def is_idle(self) -> bool:
+        """No work in flight, no connection, nothing else holding the actor awake."""
+        return self._active == 0 and not self.conns and (not self.run_active or self.run_sleep_ok)
+
+    def _maybe_arm_sleep(self) -> None:
+        if self.status != "running" or self.options.no_sleep or self._sleep_timer is not None:
+            return
+        if self.is_idle():
+            loop = asyncio.get_running_loop()
+            self._sleep_timer = loop.call_later(self.options.sleep_timeout, self._sleep_due)
+
+    def activity_changed(self) -> None:
+        """Re-evaluate sleep eligibility after extension state changed (e.g. run waits)."""
+        if self.is_idle():
+            self._maybe_arm_sleep()
+        else:
+            self._cancel_sleep_timer()
+
+    def _cancel_sleep_timer(self) -> None:
+        if self._sleep_timer is not None:
+            self._sleep_timer.cancel()
+            self._sleep_timer = None
+
+    def _sleep_due(self) -> None:
+        self._sleep_timer = None
+        if self.status == "running" and self.is_idle():
+            self.runtime.schedule_stop(self, "sleep")
+
+    def keep_awake(self, awaitable: Awaitable[T]) -> asyncio.Future[T]:
+        """Track ``awaitable``; the actor does not idle-sleep while it runs."""
+        future = asyncio.ensure_future(awaitable)
+        self.enter()
+        self._waiting.add(future)
+        future.add_done_callback(self._keep_awake_done)
+        return future
+
+    def _keep_awake_done(self, future: asyncio.Future[Any]) -> None:
+        self._waiting.discard(future)
+        self.leave()
+
+    def wait_until(self, awaitable: Awaitable[T]) -> asyncio.Future[T]:
+        """Track ``awaitable``; shutdown waits for it within the grace period."""
+        future = asyncio.ensure_future(awaitable)
+        self._waiting.add(future)
+        future.add_done_callback(self._waiting.discard)
+        return future
+
+    def __repr__(self) -> str:
+        return f"ActorInstance({self.name}/{self.actor_id}, {self.status})"

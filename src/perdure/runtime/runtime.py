@@ -1,0 +1,281 @@
+"""The actor runtime: (name, key) → actor id → live instance, waking actors as needed."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+from collections.abc import Coroutine, Sequence
+from typing import Any, Literal, TypeVar
+
+from perdure.definition import ActorDefinition
+from perdure.errors import ActorAlreadyExists, ActorNotFound, InvalidRequest
+from perdure.keys import Key, normalize_key
+from perdure.registry import Registry
+from perdure.runtime.clock import Clock, SystemClock
+from perdure.runtime.connections import Connection, Transport
+from perdure.runtime.instance import ActorInstance, StopReason
+from perdure.runtime.local import LocalClient
+from perdure.runtime.tasks import TaskOwner
+from perdure.runtime.validation import validate_payload
+from perdure.store.base import ActorRecord, Store
+from perdure.store.codec import encode_value
+
+__all__ = ["ActorRuntime", "ResolveMethod"]
+
+T = TypeVar("T")
+ResolveMethod = Literal["get", "getOrCreate", "create"]
+_log = logging.getLogger("perdure.runtime")
+
+
+def new_actor_id(now_ms: int) -> str:
+    """A 30-character id: creation time (so listings sort by age) plus 76 random bits."""
+    return f"{now_ms:011x}{secrets.token_hex(10)[:19]}"
+
+
+class ActorRuntime:
+    """Hosts the actors of a registry on a store. Use as ``async with ActorRuntime(...)``."""
+
+    def __init__(self, registry: Registry, store: Store, *, clock: Clock | None = None) -> None:
+        self.registry = registry
+        self.store = store
+        self.clock: Clock = clock or SystemClock()
+        self._live: dict[str, ActorInstance] = {}
+        self._waking: dict[str, asyncio.Future[ActorInstance]] = {}
+        self._creating: dict[tuple[str, Key], asyncio.Future[str]] = {}
+        self._tasks = TaskOwner("runtime")
+        self._started = False
+        self._closing = False
+
+    # ------------------------------------------------------------------ control
+
+    async def start(self) -> None:
+        """Open the store. Idempotent."""
+        if not self._started:
+            await self.store.open()
+            self._started = True
+
+    async def stop(self) -> None:
+        """Put every live actor to sleep (on_sleep runs, state flushed), then close the store."""
+        if self._closing:
+            return
+        self._closing = True
+        await asyncio.gather(
+            *(self._stop_instance(inst, "shutdown") for inst in list(self._live.values())),
+            return_exceptions=True,
+        )
+        await self._tasks.close(timeout=5)
+        await self.store.close()
+
+    async def __aenter__(self) -> ActorRuntime:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    @property
+    def live_count(self) -> int:
+        """How many actors are awake (in memory) right now."""
+        return len(self._live)
+
+    def is_live(self, actor_id: str) -> bool:
+        """True when the actor is awake."""
+        return actor_id in self._live
+
+    def spawn(self, coro: Coroutine[Any, Any, T], *, name: str | None = None) -> asyncio.Task[T]:
+        """Start a background task owned by the runtime."""
+        return self._tasks.spawn(coro, name=name)
+
+    def client(self) -> LocalClient:
+        """An in-process client (no network) for tests and actor-to-actor calls."""
+        return LocalClient(self)
+
+    # --------------------------------------------------------------- resolution
+
+    def definition(self, name: str) -> ActorDefinition:
+        """The definition of actor ``name``; ``actor.unknown_name`` if not registered."""
+        definition = self.registry.get(name)
+        if definition is None:
+            raise InvalidRequest(f"No actor named `{name}` is registered.", code="unknown_name")
+        return definition
+
+    async def resolve(
+        self,
+        name: str,
+        key: str | Sequence[str] | None,
+        method: ResolveMethod = "getOrCreate",
+        input: Any = None,
+    ) -> str:
+        """The actor id for ``(name, key)`` by ``get``, ``getOrCreate`` or ``create``."""
+        if method == "get":
+            return await self.get_actor_id(name, key)
+        if method == "create":
+            return await self.create_actor(name, key, input)
+        if method == "getOrCreate":
+            actor_id, _ = await self.get_or_create_actor(name, key, input)
+            return actor_id
+        raise InvalidRequest(f"Unknown resolve method `{method}`.")
+
+    async def get_actor_id(self, name: str, key: str | Sequence[str] | None) -> str:
+        """The id of an existing actor; ``actor.not_found`` otherwise."""
+        self.definition(name)
+        record = await self.store.find_actor(name, normalize_key(key))
+        if record is None:
+            raise ActorNotFound()
+        return record.actor_id
+
+    async def get_or_create_actor(
+        self, name: str, key: str | Sequence[str] | None, input: Any = None
+    ) -> tuple[str, bool]:
+        """``(actor_id, created)``; creates (and starts) the actor if the key is new."""
+        self.definition(name)
+        parts = normalize_key(key)
+        record = await self.store.find_actor(name, parts)
+        if record is not None:
+            return record.actor_id, False
+        pending = self._creating.get((name, parts))
+        if pending is not None:
+            return await asyncio.shield(pending), False
+        try:
+            return await self._create(name, parts, input), True
+        except ActorAlreadyExists:
+            found = await self.store.find_actor(name, parts)
+            if found is None:
+                raise
+            return found.actor_id, False
+
+    async def create_actor(
+        self, name: str, key: str | Sequence[str] | None, input: Any = None
+    ) -> str:
+        """Create (and start) a new actor; ``actor.duplicate_key`` if the key exists."""
+        self.definition(name)
+        parts = normalize_key(key)
+        if (name, parts) in self._creating or await self.store.find_actor(name, parts):
+            raise ActorAlreadyExists(name, parts)
+        return await self._create(name, parts, input)
+
+    async def _create(self, name: str, key: Key, input: Any) -> str:
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[str] = loop.create_future()
+        self._creating[(name, key)] = future
+        try:
+            encoded_input = None if input is None else encode_value(input, what="input")
+            now = self.clock.now_ms()
+            record = ActorRecord(new_actor_id(now), name, key, now, input=encoded_input)
+            await self.store.create_actor(record)
+            future.set_result(record.actor_id)
+        except BaseException as exc:
+            future.set_exception(exc)
+            future.exception()  # mark retrieved: waiters re-raise it
+            raise
+        finally:
+            del self._creating[(name, key)]
+        await self.instance(record.actor_id)
+        return record.actor_id
+
+    async def get_record(self, actor_id: str) -> ActorRecord:
+        """The stored record of an actor; ``actor.not_found`` if there is none."""
+        record = await self.store.get_actor(actor_id)
+        if record is None:
+            raise ActorNotFound()
+        return record
+
+    # ------------------------------------------------------------------ waking
+
+    async def instance(self, actor_id: str) -> ActorInstance:
+        """The live instance of an actor, waking it if it sleeps."""
+        while True:
+            live = self._live.get(actor_id)
+            if live is not None:
+                if live.status == "running":
+                    return live
+                await asyncio.shield(live.stopped)
+                continue
+            waking = self._waking.get(actor_id)
+            if waking is not None:
+                return await asyncio.shield(waking)
+            return await self._wake(actor_id)
+
+    async def _wake(self, actor_id: str) -> ActorInstance:
+        if self._closing:
+            raise ActorNotFound("The server is shutting down.")
+        future: asyncio.Future[ActorInstance] = asyncio.get_running_loop().create_future()
+        self._waking[actor_id] = future
+        try:
+            instance = await self._start_instance(actor_id)
+        except BaseException as exc:
+            future.set_exception(exc)
+            future.exception()
+            raise
+        finally:
+            del self._waking[actor_id]
+        future.set_result(instance)
+        return instance
+
+    async def _start_instance(self, actor_id: str) -> ActorInstance:
+        record = await self.get_record(actor_id)
+        definition = self.registry.get(record.name)
+        if definition is None:
+            raise ActorNotFound(f"Actor `{record.name}` is no longer registered on this server.")
+        instance = ActorInstance(self, definition, record)
+        try:
+            await instance.start()
+        except BaseException:
+            instance.abort.fire()
+            await instance.tasks.close(timeout=1)
+            raise
+        self._live[actor_id] = instance
+        return instance
+
+    def schedule_stop(self, instance: ActorInstance, reason: StopReason) -> None:
+        """Stop an instance in the background (sleep or destroy)."""
+        self.spawn(self._stop_instance(instance, reason), name=f"stop {instance.actor_id}")
+
+    async def _stop_instance(self, instance: ActorInstance, reason: StopReason) -> None:
+        try:
+            await instance.stop(reason)
+        finally:
+            if self._live.get(instance.actor_id) is instance:
+                del self._live[instance.actor_id]
+
+    async def sleep_actor(self, actor_id: str) -> None:
+        """Put an awake actor to sleep now and wait until it is asleep."""
+        instance = self._live.get(actor_id)
+        if instance is not None:
+            await self._stop_instance(instance, "sleep")
+
+    async def destroy_actor(self, actor_id: str) -> None:
+        """Destroy an actor (waking it first so ``on_destroy`` runs) and wait until done."""
+        instance = await self.instance(actor_id)
+        await self._stop_instance(instance, "destroy")
+
+    # --------------------------------------------------------------- operations
+
+    async def call(
+        self, actor_id: str, action: str, args: list[Any], conn: Connection | None = None
+    ) -> Any:
+        """Run an action on an actor (waking it if needed)."""
+        instance = self._live.get(actor_id)
+        if instance is None or instance.status != "running":
+            instance = await self.instance(actor_id)
+        return await instance.call_action(action, args, conn)
+
+    async def connect(
+        self, actor_id: str, params: Any, transport: Transport
+    ) -> tuple[ActorInstance, Connection]:
+        """Open a connection to an actor; disconnect it with ``instance.disconnect(conn)``."""
+        instance = await self.instance(actor_id)
+        return instance, await instance.connect(params, transport)
+
+    def validate_event(self, definition: ActorDefinition, name: str, args: list[Any]) -> None:
+        """Check a broadcast against the event's declared schema, if any."""
+        if definition.events is None:
+            return
+        spec = definition.events.get(name)
+        if spec is None:
+            raise InvalidRequest(
+                f"Actor `{definition.name}` declares no event `{name}`.", code="unknown_event"
+            )
+        if spec.schema is not None and args:
+            validate_payload(spec.schema, args[0], what=f"event `{name}`")
