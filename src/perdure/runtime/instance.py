@@ -11,6 +11,7 @@ a read-only action still waits for the commit of any state it might have read.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import logging
 import uuid
@@ -89,6 +90,7 @@ class ActorInstance:
         self._active = 0
         self._sleep_timer: asyncio.TimerHandle | None = None
         self._waiting: set[asyncio.Future[Any]] = set()
+        self._idle_event: asyncio.Event | None = None
         self._run_task: asyncio.Task[None] | None = None
         self.run_active = False
         self.run_sleep_ok = False
@@ -164,8 +166,11 @@ class ActorInstance:
     async def _wind_down(self, deadline: float) -> None:
         """Let in-flight actions and the run handler finish within the grace period."""
         loop = asyncio.get_running_loop()
-        while self._active > 0 and loop.time() < deadline:
-            await asyncio.sleep(0.005)
+        if self._active > 0:
+            self._idle_event = asyncio.Event()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout_at(deadline):
+                    await self._idle_event.wait()
         task = self._run_task
         if task is not None and not task.done():
             await asyncio.wait([task], timeout=max(0.0, deadline - loop.time()))
@@ -416,6 +421,8 @@ class ActorInstance:
         """Mark the end of such work; arm the sleep timer if the actor is now idle."""
         self._active -= 1
         if self._active == 0:
+            if self._idle_event is not None:
+                self._idle_event.set()
             self._maybe_arm_sleep()
 
     def is_idle(self) -> bool:
