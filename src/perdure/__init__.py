@@ -19,6 +19,13 @@ from perdure.errors import (
 )
 from perdure.registry import Registry, setup
 from perdure.runtime.runtime import ActorRuntime
+from perdure.workflow.context import Loop, StepContext, WorkflowContext
+from perdure.workflow.errors import CriticalError
+
+# isort: split
+# Importing the ``perdure.workflow`` package above binds ``perdure.workflow`` to the
+# package; the public name is the definition function, so bind it last.
+from perdure.definition import workflow
 
 __all__ = [
     "ActionNotFound",
@@ -28,15 +35,20 @@ __all__ = [
     "ActorNotFound",
     "ActorOptions",
     "ActorRuntime",
+    "CriticalError",
     "InternalError",
     "InvalidRequest",
+    "Loop",
     "PerdureError",
     "Registry",
     "StateNotSerializable",
+    "StepContext",
     "UserError",
+    "WorkflowContext",
     "actor",
     "event",
     "queue",
     "setup",
+    "workflow",
 ]
 __version__ = "0.1.0"

@@ -28,6 +28,7 @@ __all__ = [
     "event",
     "queue",
     "seconds",
+    "workflow",
 ]
 
 
@@ -182,6 +183,7 @@ class ActorDefinition:
     raw_actions: dict[str, Any] = field(default_factory=dict)
     raw_options: ActorOptions | Mapping[str, Any] | None = None
     unknown: dict[str, Any] = field(default_factory=dict)
+    requires_run: bool = False
     # Filled by ``validate``:
     name: str = ""
     options: ActorOptions = field(default_factory=ActorOptions)
@@ -231,6 +233,10 @@ class ActorDefinition:
         ):
             if getattr(self, left) is not MISSING and right in self.hooks:
                 raise DefinitionError(f"Actor `{name}`: give `{left}` or `{right}`, not both.")
+        if self.requires_run and "run" not in self.hooks:
+            raise DefinitionError(f"Workflow `{name}` needs a `run` function.")
+        if "on_error" in self.hooks and self.kind != "workflow":
+            raise DefinitionError(f"Actor `{name}`: `on_error` is a workflow hook; use workflow().")
         for hook_name, fn in self.hooks.items():
             _check_hook(name, hook_name, fn)
         self.options = ActorOptions.build(name, self.raw_options)
@@ -251,6 +257,16 @@ def actor(**config: Any) -> ActorDefinition:
     ``run(c)``; ``options`` (see :class:`ActorOptions`). Hooks may be sync or async.
     """
     return _build_definition("actor", config)
+
+
+def workflow(**config: Any) -> ActorDefinition:
+    """Define an actor whose ``run(ctx)`` is a durable workflow (see ``perdure.workflow``).
+
+    Takes everything :func:`actor` takes, plus ``on_error(c, event)``; ``run`` is required.
+    """
+    definition = _build_definition("workflow", config)
+    definition.requires_run = True
+    return definition
 
 
 def _build_definition(kind: ActorKind, config: dict[str, Any]) -> ActorDefinition:
@@ -347,5 +363,19 @@ def _check_specs(actor_name: str, what: str, specs: Any, kind: type[Any]) -> Any
     for key, value in specs.items():
         if not isinstance(key, str) or not key:
             raise DefinitionError(f"Actor `{actor_name}`: invalid name {key!r} in `{what}`.")
-        checked[key] = value if isinstance(value, kind) else kind(value)
+        spec = value if isinstance(value, kind) else kind(value)
+        if spec.schema is not None:
+            _check_schema(actor_name, f"{what}.{key}", spec.schema)
+        checked[key] = spec
     return checked
+
+
+def _check_schema(actor_name: str, where: str, schema: Any) -> None:
+    from perdure.runtime.validation import adapter_for
+
+    try:
+        adapter_for(schema)
+    except Exception as exc:
+        raise DefinitionError(
+            f"Actor `{actor_name}`: the schema of `{where}` is not usable: {exc}"
+        ) from exc

@@ -11,6 +11,7 @@ if TYPE_CHECKING:
     from perdure.runtime.connections import Connection
     from perdure.runtime.instance import ActorInstance
     from perdure.runtime.local import LocalClient
+    from perdure.runtime.queue import QueueReceiver
 
 __all__ = ["AbortSignal", "ActionContext", "ActorContext"]
 
@@ -108,6 +109,17 @@ class ActorContext:
     def broadcast(self, name: str, *args: Any) -> None:
         """Send an event to every connection subscribed to ``name``."""
         self._instance.broadcast(name, args)
+
+    @property
+    def queue(self) -> QueueReceiver:
+        """The actor's durable queues: ``send``, ``next``, ``next_batch``, ``iter`` …"""
+        from perdure.errors import QueueError
+        from perdure.runtime.queue import QueueReceiver
+
+        queue = self._instance.queue
+        if queue is None:
+            raise QueueError(f"Actor `{self._instance.name}` has no queues.", code="not_configured")
+        return QueueReceiver(queue, self._instance)
 
     async def save_state(self, *, immediate: bool = False) -> None:
         """Persist the state: ``immediate=True`` waits until it is durable."""

@@ -31,14 +31,20 @@ from perdure.errors import (
 )
 from perdure.runtime.connections import Connection, Transport
 from perdure.runtime.context import AbortSignal, ActionContext, ActorContext
+from perdure.runtime.queue import ActorQueue
 from perdure.runtime.tasks import TaskOwner
 from perdure.store.base import ActorCommit, ActorRecord
 from perdure.store.codec import decode_value, encode_value
 
 if TYPE_CHECKING:
     from perdure.runtime.runtime import ActorRuntime
+    from perdure.workflow.engine import WorkflowRunner
 
-__all__ = ["ActorInstance", "StopReason"]
+__all__ = ["WORKFLOW_STATUS_ACTION", "ActorInstance", "StopReason"]
+
+# A built-in action of workflow actors: the workflow's status, for clients.
+WORKFLOW_STATUS_ACTION = "$workflow"
+
 
 T = TypeVar("T")
 StopReason = Literal["sleep", "destroy", "shutdown"]
@@ -94,12 +100,22 @@ class ActorInstance:
         self._run_task: asyncio.Task[None] | None = None
         self.run_active = False
         self.run_sleep_ok = False
+        self.queue: ActorQueue | None = None
+        self.workflow: WorkflowRunner | None = None
+        # Alarms by source ("workflow", "schedule"); the earliest is the stored wake_at.
+        self._alarms: dict[str, int] = {}
+        self._wake_at = record.wake_at
 
     # ----------------------------------------------------------------- lifecycle
 
     async def start(self) -> None:
         """Run the start sequence: (create_state, on_create,) create_vars, on_wake, run."""
         hooks = self.definition.hooks
+        if self.definition.queues is not None:
+            records = await self.runtime.store.load_queue(self.actor_id)
+            self.queue = ActorQueue(self, records)
+        if self._wake_at is not None and self._wake_at <= self.runtime.clock.now_ms():
+            self._write_wake_at(None)  # due alarms are handled now; sources re-arm what's left
         if not self.record.initialized:
             actor_input = None if self.record.input is None else decode_value(self.record.input)
             if "create_state" in hooks:
@@ -153,9 +169,12 @@ class ActorInstance:
             await self._close_connections()
             await self._wait_for(self._waiting, deadline)
             await self.tasks.close(timeout=max(0.0, deadline - loop.time()))
-            await self.request_flush()
             if self.stop_reason == "destroy":
+                # No final flush: the data goes anyway, and a state that cannot be
+                # encoded must not keep a destroyed actor in the store.
                 await self.runtime.store.delete_actor(self.actor_id)
+            else:
+                await self.request_flush()
         except Exception:
             self.log.exception("stopping the actor failed")
         finally:
@@ -185,7 +204,21 @@ class ActorInstance:
         if run is None:
             return
         self.run_active = True
-        self._run_task = self.tasks.spawn(self._run(run), name=f"run {self.actor_id}")
+        if self.definition.kind == "workflow":
+            from perdure.workflow.engine import WorkflowRunner
+
+            self.workflow = WorkflowRunner(self, run)
+            coro = self._run_workflow(self.workflow)
+        else:
+            coro = self._run(run)
+        self._run_task = self.tasks.spawn(coro, name=f"run {self.actor_id}")
+
+    async def _run_workflow(self, runner: WorkflowRunner) -> None:
+        try:
+            await runner.run()
+        finally:
+            self.run_active = False
+            self.activity_changed()
 
     async def _run(self, run: Callable[..., Any]) -> None:
         saver = self.tasks.spawn(self._save_periodically(), name=f"autosave {self.actor_id}")
@@ -243,6 +276,8 @@ class ActorInstance:
         """Run action ``name``; return its output once its state changes are durable."""
         spec = self.definition.actions.get(name)
         if spec is None:
+            if name == WORKFLOW_STATUS_ACTION and self.definition.kind == "workflow":
+                return self.workflow_status()
             raise ActionNotFound(name)
         problem = spec.check_arity(len(args))
         if problem is not None:
@@ -272,11 +307,22 @@ class ActorInstance:
 
     async def _await_action(self, name: str, awaitable: Awaitable[Any]) -> Any:
         timeout = self.options.action_timeout
+        deadline = asyncio.timeout(timeout or None)
         try:
-            async with asyncio.timeout(timeout or None):
+            async with deadline:
                 return await awaitable
         except TimeoutError:
-            raise ActionTimedOut(name, timeout) from None
+            # Only our deadline is an action timeout; a TimeoutError the action raised
+            # itself (its own asyncio.timeout, a socket) is its failure like any other.
+            if deadline.expired():
+                raise ActionTimedOut(name, timeout) from None
+            raise
+
+    def workflow_status(self) -> dict[str, Any]:
+        """``{status, error, output}`` of this actor's workflow."""
+        if self.workflow is None:
+            return {"status": "pending", "error": None, "output": None}
+        return self.workflow.status()
 
     def _check_running(self) -> None:
         if self.status == "stopping" or self.status == "stopped":
@@ -343,6 +389,25 @@ class ActorInstance:
             if name in conn.subscriptions:
                 conn.transport.send_event(name, payload)
 
+    # ------------------------------------------------------------------- alarms
+
+    def set_alarm(self, source: str, at: int | None) -> None:
+        """Set or clear one source's alarm; the earliest becomes the stored ``wake_at``."""
+        if at is None:
+            self._alarms.pop(source, None)
+        else:
+            self._alarms[source] = at
+        earliest = min(self._alarms.values()) if self._alarms else None
+        if earliest != self._wake_at:
+            self._write_wake_at(earliest)
+            self.runtime.alarms.note(earliest)
+
+    def _write_wake_at(self, at: int | None) -> None:
+        self._wake_at = at
+        pending = self._pending
+        pending.set_wake_at = True
+        pending.wake_at = at
+
     # ---------------------------------------------------------- commit pipeline
 
     def pending_commit(self) -> ActorCommit:
@@ -361,10 +426,16 @@ class ActorInstance:
         waiter, self._next_flush = self._next_flush, None
         if waiter is None:
             return
+        if self.status == "stopped":
+            # A late flush (an action that outlived the grace period): another instance
+            # may own the actor by now, and this one's older state would overwrite it.
+            self._fail(waiter, ActorAborted())
+            return
         commit, self._pending = self._pending, ActorCommit(self.actor_id)
         try:
             self._add_state(commit)
         except PerdureError as exc:
+            self._pending = commit  # nothing was written: keep its other writes for later
             self._fail(waiter, exc)
             return
         if commit.is_empty():

@@ -10,7 +10,7 @@ Used by tests, benchmarks and ``c.client()`` (actor-to-actor calls)::
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from perdure.runtime.instance import ActorInstance
     from perdure.runtime.runtime import ActorRuntime, ResolveMethod
 
-__all__ = ["LocalAccessor", "LocalClient", "LocalConnection", "LocalHandle"]
+__all__ = ["ActionRef", "LocalAccessor", "LocalClient", "LocalConnection", "LocalHandle"]
 
 KeyArg = str | Sequence[str] | None
 
@@ -96,20 +96,37 @@ class LocalHandle:
         """Call action ``name`` with ``args``."""
         return await self._runtime.call(await self.resolve(), name, list(args))
 
-    def __getattr__(self, name: str) -> Callable[..., Awaitable[Any]]:
+    def __getattr__(self, name: str) -> ActionRef:
         if name.startswith("_"):
             raise AttributeError(name)
-
-        async def call(*args: Any) -> Any:
-            return await self.action(name, *args)
-
-        return call
+        return ActionRef(self.action, name)
 
     async def connect(self, params: Any = None) -> LocalConnection:
         """Open an in-process connection (events and actions)."""
         conn = LocalConnection(self._runtime)
         await conn.open(await self.resolve(), params)
         return conn
+
+
+class ActionRef:
+    """``handle.users.add(...)``: calling it calls the action; attributes nest the name.
+
+    Nested action groups are dotted names on the wire (``users.add``), as in Rivet's client.
+    """
+
+    __slots__ = ("_call", "_name")
+
+    def __init__(self, call: Callable[..., Coroutine[Any, Any, Any]], name: str) -> None:
+        self._call = call
+        self._name = name
+
+    def __call__(self, *args: Any) -> Coroutine[Any, Any, Any]:
+        return self._call(self._name, *args)
+
+    def __getattr__(self, name: str) -> ActionRef:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return ActionRef(self._call, f"{self._name}.{name}")
 
 
 class LocalConnection:

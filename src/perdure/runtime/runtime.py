@@ -9,13 +9,21 @@ from collections.abc import Coroutine, Sequence
 from typing import Any, Literal, TypeVar
 
 from perdure.definition import ActorDefinition
-from perdure.errors import ActorAlreadyExists, ActorNotFound, InvalidRequest
+from perdure.errors import (
+    ActorAlreadyExists,
+    ActorNotFound,
+    InternalError,
+    InvalidRequest,
+    PerdureError,
+)
 from perdure.keys import Key, normalize_key
 from perdure.registry import Registry
+from perdure.runtime.alarms import AlarmScheduler
 from perdure.runtime.clock import Clock, SystemClock
 from perdure.runtime.connections import Connection, Transport
 from perdure.runtime.instance import ActorInstance, StopReason
 from perdure.runtime.local import LocalClient
+from perdure.runtime.queue import QueueSendResult
 from perdure.runtime.tasks import TaskOwner
 from perdure.runtime.validation import validate_payload
 from perdure.store.base import ActorRecord, Store
@@ -44,6 +52,7 @@ class ActorRuntime:
         self._waking: dict[str, asyncio.Future[ActorInstance]] = {}
         self._creating: dict[tuple[str, Key], asyncio.Future[str]] = {}
         self._tasks = TaskOwner("runtime")
+        self.alarms = AlarmScheduler(self)
         self._started = False
         self._closing = False
 
@@ -54,6 +63,7 @@ class ActorRuntime:
         if not self._started:
             await self.store.open()
             self._started = True
+            self.spawn(self.alarms.run(), name="alarm scheduler")
 
     async def stop(self) -> None:
         """Put every live actor to sleep (on_sleep runs, state flushed), then close the store."""
@@ -221,9 +231,14 @@ class ActorRuntime:
         instance = ActorInstance(self, definition, record)
         try:
             await instance.start()
-        except BaseException:
+        except BaseException as exc:
             instance.abort.fire()
             await instance.tasks.close(timeout=1)
+            if isinstance(exc, Exception) and not isinstance(exc, PerdureError):
+                # A failing hook (create_state, on_wake …) is an internal error for the
+                # caller, as in an action: details go to the log, not over the wire.
+                instance.log.exception("starting the actor failed")
+                raise InternalError() from exc
             raise
         self._live[actor_id] = instance
         return instance
@@ -267,6 +282,35 @@ class ActorRuntime:
         """Open a connection to an actor; disconnect it with ``instance.disconnect(conn)``."""
         instance = await self.instance(actor_id)
         return instance, await instance.connect(params, transport)
+
+    async def send(
+        self,
+        actor_id: str,
+        queue_name: str,
+        body: Any,
+        *,
+        wait: bool = False,
+        timeout: float | None = None,
+    ) -> QueueSendResult:
+        """Send a durable queue message to an actor (waking it); optionally wait for it
+        to be completed. Returns when the message is durable (and, with ``wait``, done)."""
+        instance = await self.instance(actor_id)
+        if instance.queue is None:
+            from perdure.errors import QueueError
+
+            raise QueueError(f"Actor `{instance.name}` has no queues.", code="not_configured")
+        instance.enter()
+        try:
+            return await instance.queue.send(queue_name, body, wait=wait, timeout=timeout)
+        finally:
+            instance.leave()
+
+    async def wake_for_alarm(self, actor_id: str) -> None:
+        """Wake an actor because its alarm is due (the workflow/schedules take over)."""
+        try:
+            await self.instance(actor_id)
+        except ActorNotFound:
+            return
 
     def validate_event(self, definition: ActorDefinition, name: str, args: list[Any]) -> None:
         """Check a broadcast against the event's declared schema, if any."""

@@ -1,0 +1,39 @@
+"""Durable workflows: an actor whose ``run`` replays after a crash without repeating steps.
+
+``workflow(...)`` takes everything ``actor(...)`` takes; its ``run(ctx)`` receives a
+:class:`WorkflowContext` with ``step``, ``loop``, ``sleep``, ``queue.next`` and friends.
+"""
+
+from perdure.definition import workflow
+from perdure.workflow.context import (
+    Loop,
+    LoopBreak,
+    LoopContinue,
+    StepContext,
+    TryResult,
+    WorkflowContext,
+)
+from perdure.workflow.errors import (
+    CriticalError,
+    HistoryDiverged,
+    JoinError,
+    RaceError,
+    StepContextExpired,
+    StepExhausted,
+)
+
+__all__ = [
+    "CriticalError",
+    "HistoryDiverged",
+    "JoinError",
+    "Loop",
+    "LoopBreak",
+    "LoopContinue",
+    "RaceError",
+    "StepContext",
+    "StepContextExpired",
+    "StepExhausted",
+    "TryResult",
+    "WorkflowContext",
+    "workflow",
+]

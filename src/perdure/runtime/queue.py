@@ -1,0 +1,323 @@
+"""Durable queues of one live actor.
+
+Messages live in the store and, while the actor is awake, in memory (bounded by
+``max_queue_size``). A send is durable before it returns: the message joins the actor's
+next flush. Receivers take messages in id order among the names they ask for.
+
+Receiving outside a workflow removes the message with the next flush (at most once);
+``completable=True`` keeps it until ``complete()`` (at least once). Inside a workflow the
+engine removes the message in the same transaction that records it in history, so a
+message is never lost and never applied twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from perdure.errors import ActorAborted, QueueError
+from perdure.runtime.validation import validate_payload
+from perdure.store.base import QueueMessageRecord
+from perdure.store.codec import decode_value, encode_value
+
+if TYPE_CHECKING:
+    from perdure.runtime.instance import ActorInstance
+
+__all__ = ["ActorQueue", "QueueMessage", "QueueSendResult"]
+
+
+@dataclass(frozen=True, slots=True)
+class QueueSendResult:
+    """What a waiting sender gets: ``completed`` with the receiver's response, or ``timedOut``."""
+
+    status: Literal["completed", "timedOut"]
+    response: Any = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The wire shape ``{status, response}``."""
+        return {"status": self.status, "response": self.response}
+
+
+@dataclass(slots=True)
+class QueueMessage:
+    """A received message. ``complete(response)`` exists for completable receives."""
+
+    id: int
+    name: str
+    body: Any
+    created_at: int
+    completable: bool = False
+    completed: bool = False
+    _queue: Any = field(default=None, repr=False)
+    _replayed: bool = field(default=False, repr=False)
+
+    async def complete(self, response: Any = None) -> None:
+        """Acknowledge a completable message: remove it and answer a waiting sender."""
+        if not self.completable or self._queue is None:
+            raise QueueError(
+                "Only messages received with completable=True can be completed.",
+                code="not_completable",
+            )
+        if self.completed:
+            if self._replayed:
+                return  # completed in an earlier run of the workflow: nothing to do again
+            raise QueueError("This message was already completed.", code="already_completed")
+        self.completed = True
+        await self._queue.complete(self, response)
+
+
+class _Waiter:
+    __slots__ = ("future", "names")
+
+    def __init__(self, names: frozenset[str] | None, future: asyncio.Future[None]) -> None:
+        self.names = names
+        self.future = future
+
+
+class ActorQueue:
+    """The queue of one awake actor (``c.queue``)."""
+
+    def __init__(self, instance: ActorInstance, records: Iterable[QueueMessageRecord]) -> None:
+        self._instance = instance
+        self._messages: dict[int, QueueMessageRecord] = {r.id: r for r in records}
+        self._held: set[int] = set()  # completable messages received, not yet completed
+        self._next_id = instance.record.queue_next_id
+        self._waiters: list[_Waiter] = []
+        self._completions: dict[int, asyncio.Future[Any]] = {}
+
+    # ------------------------------------------------------------------ sending
+
+    def _check_name(self, name: str) -> Any:
+        queues = self._instance.definition.queues
+        if queues is None:
+            raise QueueError(f"Actor `{self._instance.name}` has no queues.", code="not_configured")
+        spec = queues.get(name)
+        if spec is None:
+            raise QueueError(
+                f"Actor `{self._instance.name}` has no queue `{name}`.", code="invalid_name"
+            )
+        return spec.schema
+
+    def enqueue(self, name: str, body: Any) -> QueueMessageRecord:
+        """Validate and add a message; it is durable with the actor's next flush."""
+        schema = self._check_name(name)
+        if schema is not None:
+            body = validate_payload(
+                schema, body, what=f"message for queue `{name}`", code="invalid_message"
+            )
+        options = self._instance.options
+        if len(self._messages) >= options.max_queue_size:
+            raise QueueError(
+                f"Queue of actor `{self._instance.name}` is full "
+                f"({options.max_queue_size} messages).",
+                code="full",
+            )
+        data = encode_value(body, what=f"message for queue `{name}`")
+        if len(data) > options.max_queue_message_size:
+            raise QueueError(
+                f"Message is {len(data)} bytes; the limit is {options.max_queue_message_size}.",
+                code="message_too_large",
+            )
+        record = QueueMessageRecord(
+            self._next_id, name, data, self._instance.runtime.clock.now_ms()
+        )
+        self._next_id += 1
+        self._messages[record.id] = record
+        pending = self._instance.pending_commit()
+        pending.queue_put.append(record)
+        pending.queue_next_id = self._next_id
+        self._wake_waiters(name)
+        return record
+
+    async def send(
+        self, name: str, body: Any, *, wait: bool = False, timeout: float | None = None
+    ) -> QueueSendResult:
+        """Enqueue durably; with ``wait`` also wait (up to ``timeout``) for ``complete()``."""
+        record = self.enqueue(name, body)
+        completion: asyncio.Future[Any] | None = None
+        if wait:
+            completion = asyncio.get_running_loop().create_future()
+            self._completions[record.id] = completion
+        await self._instance.request_flush()
+        if completion is None:
+            return QueueSendResult("completed")
+        try:
+            async with asyncio.timeout(timeout):
+                response = await asyncio.shield(completion)
+            return QueueSendResult("completed", response)
+        except TimeoutError:
+            return QueueSendResult("timedOut")
+        finally:
+            self._completions.pop(record.id, None)
+
+    # ---------------------------------------------------------------- receiving
+
+    def available(self, names: frozenset[str] | None, count: int) -> list[QueueMessageRecord]:
+        """Up to ``count`` messages matching ``names`` (all if None), in id order."""
+        found: list[QueueMessageRecord] = []
+        for message_id in sorted(self._messages):
+            if message_id in self._held:
+                continue
+            record = self._messages[message_id]
+            if names is None or record.name in names:
+                found.append(record)
+                if len(found) == count:
+                    break
+        return found
+
+    def take(self, records: list[QueueMessageRecord], *, completable: bool) -> list[QueueMessage]:
+        """Claim messages: remove them (with the next flush) or hold them until completed."""
+        pending = self._instance.pending_commit()
+        messages = []
+        for record in records:
+            if completable:
+                self._held.add(record.id)
+            else:
+                del self._messages[record.id]
+                pending.queue_delete.append(record.id)
+            messages.append(self.to_message(record, completable=completable))
+        return messages
+
+    def hold(self, message_id: int) -> None:
+        """Mark a message as received-but-not-completed (replayed from workflow history)."""
+        if message_id in self._messages:
+            self._held.add(message_id)
+
+    def forget(self, message_id: int) -> None:
+        """Drop a message from memory (it was consumed by a committed history entry)."""
+        self._messages.pop(message_id, None)
+
+    def to_message(self, record: QueueMessageRecord, *, completable: bool) -> QueueMessage:
+        """The user-facing message for a stored record."""
+        return QueueMessage(
+            record.id,
+            record.name,
+            decode_value(record.body),
+            record.created_at,
+            completable,
+            _queue=self if completable else None,
+        )
+
+    async def complete(self, message: QueueMessage, response: Any) -> None:
+        """Remove a completable message durably, then answer its waiting sender."""
+        self._held.discard(message.id)
+        if self._messages.pop(message.id, None) is not None:
+            self._instance.pending_commit().queue_delete.append(message.id)
+        await self._instance.request_flush()
+        self.resolve_completion(message.id, response)
+
+    def resolve_completion(self, message_id: int, response: Any) -> None:
+        """Answer a sender waiting on ``message_id`` (if any)."""
+        completion = self._completions.get(message_id)
+        if completion is not None and not completion.done():
+            completion.set_result(response)
+
+    async def wait_for(self, names: frozenset[str] | None, timeout: float | None) -> bool:
+        """Wait until a matching message is available; False on timeout."""
+        if self.available(names, 1):
+            return True
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        waiter = _Waiter(names, future)
+        self._waiters.append(waiter)
+        abort = asyncio.ensure_future(self._instance.abort.wait())
+        try:
+            done, _ = await asyncio.wait(
+                {future, abort}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+            )
+            if abort in done:
+                raise ActorAborted()
+            return future in done
+        finally:
+            abort.cancel()
+            if waiter in self._waiters:
+                self._waiters.remove(waiter)
+
+    def _wake_waiters(self, name: str) -> None:
+        for waiter in self._waiters:
+            if (waiter.names is None or name in waiter.names) and not waiter.future.done():
+                waiter.future.set_result(None)
+
+    def __len__(self) -> int:
+        return len(self._messages)
+
+
+class QueueReceiver:
+    """``c.queue``: send and receive for actor code outside workflows."""
+
+    def __init__(self, queue: ActorQueue, instance: ActorInstance) -> None:
+        self._queue = queue
+        self._instance = instance
+
+    async def send(self, name: str, body: Any) -> None:
+        """Enqueue a message durably (does not wait for processing)."""
+        await self._queue.send(name, body)
+
+    async def next_batch(
+        self,
+        names: Iterable[str] | str | None = None,
+        *,
+        count: int = 1,
+        timeout: float | None = None,
+        completable: bool = False,
+    ) -> list[QueueMessage]:
+        """Wait for at least one matching message; return up to ``count`` ([] on timeout)."""
+        wanted = _names(names)
+        self._instance.run_waiting(True)
+        try:
+            if not await self._queue.wait_for(wanted, timeout):
+                return []
+        finally:
+            self._instance.run_waiting(False)
+        return self._queue.take(self._queue.available(wanted, count), completable=completable)
+
+    async def next(
+        self,
+        names: Iterable[str] | str | None = None,
+        *,
+        timeout: float | None = None,
+        completable: bool = False,
+    ) -> QueueMessage | None:
+        """One message, waiting up to ``timeout`` (``None`` on timeout)."""
+        batch = await self.next_batch(names, count=1, timeout=timeout, completable=completable)
+        return batch[0] if batch else None
+
+    def try_next_batch(
+        self,
+        names: Iterable[str] | str | None = None,
+        *,
+        count: int = 1,
+        completable: bool = False,
+    ) -> list[QueueMessage]:
+        """Up to ``count`` messages, without waiting."""
+        wanted = _names(names)
+        return self._queue.take(self._queue.available(wanted, count), completable=completable)
+
+    def try_next(
+        self, names: Iterable[str] | str | None = None, *, completable: bool = False
+    ) -> QueueMessage | None:
+        """One message or ``None``, without waiting."""
+        batch = self.try_next_batch(names, count=1, completable=completable)
+        return batch[0] if batch else None
+
+    async def iter(
+        self, names: Iterable[str] | str | None = None, *, completable: bool = False
+    ) -> AsyncIterator[QueueMessage]:
+        """Messages as they come; ends quietly when the actor shuts down."""
+        while True:
+            try:
+                message = await self.next(names, completable=completable)
+            except ActorAborted:
+                return
+            if message is not None:
+                yield message
+
+
+def _names(names: Iterable[str] | str | None) -> frozenset[str] | None:
+    if names is None:
+        return None
+    if isinstance(names, str):
+        return frozenset((names,))
+    as_set = frozenset(names)
+    return as_set or None

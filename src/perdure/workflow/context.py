@@ -1,0 +1,369 @@
+"""The contexts a workflow sees: ``ctx`` (orchestration) and the step context (actor data).
+
+Only orchestration lives on ``ctx``: steps, loops, sleeps, queue receives, join, race,
+try, versioning. Actor data (``state``, ``vars``, ``broadcast``, ``queue.send``,
+``client()``) is reached through the step context, and only while the step runs: a step's
+effects must be recorded with the step, so that replay never repeats them.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import logging
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from perdure.runtime.queue import QueueMessage
+from perdure.workflow.errors import StepContextExpired
+
+if TYPE_CHECKING:
+    from perdure.runtime.local import LocalClient
+    from perdure.workflow.engine import WorkflowRunner
+
+__all__ = [
+    "Loop",
+    "LoopBreak",
+    "LoopContinue",
+    "StepContext",
+    "TryResult",
+    "WorkflowContext",
+]
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class LoopContinue(Generic[T]):
+    """Go on with the next iteration, carrying ``state``."""
+
+    state: T
+
+
+@dataclass(frozen=True, slots=True)
+class LoopBreak(Generic[T]):
+    """Leave the loop; ``value`` becomes its result."""
+
+    value: T
+
+
+class Loop:
+    """``Loop.continue_(state)`` and ``Loop.break_(value)``, returned by loop bodies."""
+
+    @staticmethod
+    def continue_(state: Any = None) -> LoopContinue[Any]:
+        """Continue with ``state`` as the next iteration's state."""
+        return LoopContinue(state)
+
+    @staticmethod
+    def break_(value: Any = None) -> LoopBreak[Any]:
+        """Break out of the loop with ``value``."""
+        return LoopBreak(value)
+
+
+@dataclass(frozen=True, slots=True)
+class TryResult:
+    """Result of ``try_step`` / ``try_``: ``ok`` with ``value``, or a ``failure`` mapping."""
+
+    ok: bool
+    value: Any = None
+    failure: Mapping[str, Any] | None = None
+
+
+class WorkflowQueue:
+    """``ctx.queue``: receive messages durably (recorded in history)."""
+
+    def __init__(self, context: WorkflowContext) -> None:
+        self._context = context
+
+    async def next(
+        self,
+        name: str,
+        *,
+        names: Iterable[str] | str | None = None,
+        timeout: float | None = None,
+        completable: bool = False,
+    ) -> QueueMessage:
+        """Wait for one message; ``name`` is the history entry name (not a queue name).
+
+        ``names`` filters by queue (all queues when omitted). With a ``timeout`` that
+        elapses this raises ``queue.timed_out``; use ``next_batch`` for optional reads.
+        """
+        return await self._context._runner.queue_next(
+            self._context._scope, name, names, timeout, completable
+        )
+
+    async def next_batch(
+        self,
+        name: str,
+        *,
+        names: Iterable[str] | str | None = None,
+        count: int = 1,
+        timeout: float | None = None,
+        completable: bool = False,
+    ) -> list[QueueMessage]:
+        """Wait for at least one message and take up to ``count`` ([] on timeout)."""
+        return await self._context._runner.queue_batch(
+            self._context._scope, name, names, count, timeout, completable
+        )
+
+
+class WorkflowContext:
+    """``ctx``: the orchestration primitives, bound to one scope of the history."""
+
+    def __init__(self, runner: WorkflowRunner, scope: str) -> None:
+        self._runner = runner
+        self._scope = scope
+        self.queue = WorkflowQueue(self)
+
+    # identity
+    @property
+    def actor_id(self) -> str:
+        """The actor's id (also the workflow id: one workflow per actor)."""
+        return self._runner.instance.actor_id
+
+    workflow_id = actor_id
+
+    @property
+    def name(self) -> str:
+        """The actor's name."""
+        return self._runner.instance.name
+
+    @property
+    def key(self) -> list[str]:
+        """The actor's key."""
+        return list(self._runner.instance.key)
+
+    @property
+    def log(self) -> logging.LoggerAdapter[logging.Logger]:
+        """The actor's logger."""
+        return self._runner.instance.log
+
+    @property
+    def aborted(self) -> bool:
+        """True once the actor is going to sleep or be destroyed."""
+        return self._runner.instance.abort.aborted
+
+    def is_evicted(self) -> bool:
+        """Same as ``aborted``."""
+        return self.aborted
+
+    # primitives
+    async def step(
+        self,
+        name: str,
+        run: Callable[[StepContext], Any],
+        *,
+        max_retries: int = 3,
+        retry_backoff_base: float = 0.1,
+        retry_backoff_max: float = 30.0,
+        timeout: float = 30.0,
+        retry_on_timeout: bool = False,
+        ephemeral: bool = False,
+        rollback: Callable[[StepContext, Any], Any] | None = None,
+    ) -> Any:
+        """Run ``run(step)`` once, durably; on replay return its recorded output."""
+        return await self._runner.step(
+            self._scope,
+            name,
+            run,
+            max_retries=max_retries,
+            backoff=(retry_backoff_base, retry_backoff_max),
+            timeout=timeout,
+            retry_on_timeout=retry_on_timeout,
+            ephemeral=ephemeral,
+            rollback=rollback,
+        )
+
+    async def try_step(
+        self, name: str, run: Callable[[StepContext], Any], **options: Any
+    ) -> TryResult:
+        """Like ``step`` but a terminal failure is returned as ``TryResult(ok=False)``."""
+        return await self._runner.try_step(self._scope, name, run, options)
+
+    async def try_(
+        self,
+        name: str,
+        run: Callable[[WorkflowContext], Awaitable[Any]],
+        *,
+        catch: Sequence[str] = ("step", "join", "race"),
+    ) -> TryResult:
+        """Run a block; failures of the kinds in ``catch`` become ``TryResult(ok=False)``."""
+        return await self._runner.try_block(self._scope, name, run, tuple(catch))
+
+    async def loop(
+        self,
+        name: str,
+        run: Callable[..., Awaitable[Any]],
+        *,
+        state: Any = None,
+        stateful: bool | None = None,
+        history_prune_interval: int = 20,
+        history_size: int | None = None,
+    ) -> Any:
+        """Repeat ``run`` durably. Stateless: ``run(ctx)``; stateful (``state=`` given):
+        ``run(ctx, state)`` returning ``Loop.continue_(state)`` or ``Loop.break_(value)``.
+        Old iterations' history is pruned, so an endless loop uses constant storage.
+        """
+        is_stateful = stateful if stateful is not None else state is not None
+        return await self._runner.loop(
+            self._scope,
+            name,
+            run,
+            state,
+            is_stateful,
+            max(1, history_prune_interval),
+            history_size if history_size is not None else history_prune_interval,
+        )
+
+    async def sleep(self, name: str, duration: float | _dt.timedelta) -> None:
+        """Sleep durably; a long sleep lets the actor hibernate until the deadline."""
+        seconds = duration.total_seconds() if isinstance(duration, _dt.timedelta) else duration
+        await self._runner.sleep(self._scope, name, None, float(seconds))
+
+    async def sleep_until(self, name: str, when: _dt.datetime | int) -> None:
+        """Sleep until ``when`` (an aware datetime, or epoch milliseconds)."""
+        if isinstance(when, _dt.datetime):
+            if when.tzinfo is None:
+                raise ValueError("sleep_until needs a timezone-aware datetime.")
+            deadline = int(when.timestamp() * 1000)
+        else:
+            deadline = int(when)
+        await self._runner.sleep(self._scope, name, deadline, None)
+
+    async def join(
+        self, name: str, branches: Mapping[str, Callable[[WorkflowContext], Awaitable[Any]]]
+    ) -> dict[str, Any]:
+        """Run branches concurrently; all must succeed. Returns outputs by branch name."""
+        return await self._runner.join(self._scope, name, dict(branches))
+
+    async def race(
+        self,
+        name: str,
+        branches: Mapping[str, Callable[[WorkflowContext], Awaitable[Any]]]
+        | Sequence[tuple[str, Callable[[WorkflowContext], Awaitable[Any]]]],
+    ) -> tuple[str, Any]:
+        """Run branches concurrently; the first to succeed wins: ``(winner, value)``."""
+        items = list(branches.items()) if isinstance(branches, Mapping) else list(branches)
+        return await self._runner.race(self._scope, name, items)
+
+    async def rollback_checkpoint(self, name: str) -> None:
+        """Mark the point after which steps may declare ``rollback`` handlers."""
+        await self._runner.rollback_checkpoint(self._scope, name)
+
+    async def removed(self, name: str, original_kind: str) -> None:
+        """Stand in for an entry that the code no longer has (keeps old histories valid)."""
+        await self._runner.removed(self._scope, name, original_kind)
+
+    async def get_version(self, name: str, latest: int) -> int:
+        """``latest`` for new runs; 1 for runs that already passed this point before."""
+        return await self._runner.get_version(self._scope, name, latest)
+
+
+class StepContext:
+    """What a step sees: actor data and effects, valid only while the step runs."""
+
+    def __init__(self, runner: WorkflowRunner, location: str) -> None:
+        self._runner = runner
+        self.location = location
+        self._live = True
+        self._events: list[tuple[str, tuple[Any, ...]]] = []
+
+    def _check(self, feature: str) -> None:
+        if not self._live:
+            raise StepContextExpired(
+                f"`{feature}` is only available inside a running workflow step "
+                f"(step `{self.location}` has finished)."
+            )
+
+    def close(self) -> list[tuple[str, tuple[Any, ...]]]:
+        """End the step; return the events it broadcast (delivered after commit)."""
+        self._live = False
+        events, self._events = self._events, []
+        return events
+
+    @property
+    def state(self) -> Any:
+        """The actor's state (committed together with the step)."""
+        self._check("state")
+        return self._runner.instance.state
+
+    @state.setter
+    def state(self, value: Any) -> None:
+        self._check("state")
+        self._runner.instance.state = value
+
+    @property
+    def vars(self) -> Any:
+        """The actor's ephemeral vars."""
+        self._check("vars")
+        return self._runner.instance.vars
+
+    @vars.setter
+    def vars(self, value: Any) -> None:
+        self._check("vars")
+        self._runner.instance.vars = value
+
+    @property
+    def actor_id(self) -> str:
+        """The actor's id."""
+        return self._runner.instance.actor_id
+
+    @property
+    def name(self) -> str:
+        """The actor's name."""
+        return self._runner.instance.name
+
+    @property
+    def key(self) -> list[str]:
+        """The actor's key."""
+        return list(self._runner.instance.key)
+
+    @property
+    def log(self) -> logging.LoggerAdapter[logging.Logger]:
+        """The actor's logger."""
+        return self._runner.instance.log
+
+    def broadcast(self, name: str, *args: Any) -> None:
+        """Broadcast an event; it leaves only after the step's commit."""
+        self._check("broadcast")
+        self._runner.instance.runtime.validate_event(
+            self._runner.instance.definition, name, list(args)
+        )
+        self._events.append((name, args))
+
+    @property
+    def queue(self) -> _StepQueue:
+        """``queue.send``: enqueue a message, committed together with the step."""
+        self._check("queue")
+        return _StepQueue(self)
+
+    def client(self) -> LocalClient:
+        """A client for calling other actors."""
+        self._check("client")
+        return self._runner.instance.runtime.client()
+
+    def keep_awake(self, awaitable: Awaitable[T]) -> Awaitable[T]:
+        """Keep the actor awake while ``awaitable`` runs."""
+        self._check("keep_awake")
+        return self._runner.instance.keep_awake(awaitable)
+
+    def wait_until(self, awaitable: Awaitable[T]) -> Awaitable[T]:
+        """Make shutdown wait for ``awaitable``."""
+        self._check("wait_until")
+        return self._runner.instance.wait_until(awaitable)
+
+    def destroy(self) -> None:
+        """Destroy the actor after this step."""
+        self._check("destroy")
+        self._runner.instance.request_stop("destroy")
+
+
+class _StepQueue:
+    def __init__(self, step: StepContext) -> None:
+        self._step = step
+
+    async def send(self, name: str, body: Any) -> None:
+        """Enqueue a message; it becomes durable with the step's commit."""
+        self._step._check("queue.send")
+        self._step._runner.queue().enqueue(name, body)
