@@ -1,0 +1,479 @@
+"""User values on the wire: RivetKit's tagged JSON, and CBOR as the official client reads it.
+
+A *user value* is what actions take and return, events carry, queues hold and errors attach
+as metadata. The wire value model is: ``None``, ``bool``, ``int`` (any size), ``float``,
+``str``, ``bytes`` (also ``bytearray``/``memoryview``), ``list``/``tuple``, ``dict``,
+``set``/``frozenset`` and timezone-aware ``datetime``. Anything else is refused when
+encoding with :class:`~perdure.errors.InternalError` naming where the value sits.
+
+**JSON** uses RivetKit's tagged two-element arrays for what JSON cannot say
+(``rivetkit/src/common/encoding.ts``: ``encodeJsonCompatValue``/``reviveJsonCompatValue``):
+``["$BigInt", "123"]`` (ints beyond ±(2**53 - 1)), ``["$Uint8Array", "<base64>"]``
+(bytes), ``["$ArrayBuffer", "<base64>"]`` (decoded to bytes), ``["$Undefined", 0]``
+(→ ``None``) and ``["$Set", [...]]``. A real two-element array whose first element is a
+string starting with ``$`` is escaped with one more ``$``. Datetimes become ISO-8601
+strings, as JavaScript's ``Date.toJSON`` does, and stay strings when read back.
+
+**CBOR** values are native CBOR (byte strings, bignums, tag 258 sets, tag 1 datetimes),
+with three accommodations for the official client (cbor-x) that reads and writes them:
+
+- The client passes every decoded value through the same JSON-compat reviver, so the
+  ``$`` escaping applies inside CBOR too, and the tags above are accepted when decoding.
+- cbor-x turns a 64-bit CBOR integer into a ``BigInt`` and misreads negative integers
+  with a 32-bit argument below -2**31, and it writes JavaScript numbers outside the
+  32-bit range as float64. So ints with 2**32 <= |n| <= 2**53 - 1 (and negatives below
+  -2**31) travel as float64, which JavaScript reads as a plain ``number`` (epoch
+  milliseconds, for one); integral float64 values in exactly that band decode back to
+  ``int``. Python ints round-trip exactly; the price is that a Python ``float`` with an
+  integral value in that band also comes back as ``int``.
+- CBOR ``undefined`` decodes to ``None``; tag 64 (cbor-x's ``Uint8Array``) to ``bytes``.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import datetime as _dt
+import io
+import re
+from collections.abc import Mapping
+from typing import Any, NoReturn
+
+import cbor2
+
+from perdure.errors import InternalError, InvalidRequest
+
+__all__ = [
+    "MAX_DEPTH",
+    "MAX_SAFE_INTEGER",
+    "decode_cbor",
+    "decode_cbor_value",
+    "encode_cbor_value",
+    "from_json_value",
+    "may_need_revival",
+    "revive_cbor_value",
+    "to_json_value",
+]
+
+MAX_SAFE_INTEGER = 2**53 - 1
+"""Largest integer a JavaScript ``number`` holds exactly (``Number.MAX_SAFE_INTEGER``)."""
+
+MAX_DEPTH = 400
+"""Deepest nesting of containers accepted in a value (the same limit cbor2 applies)."""
+
+# Integers cbor-x writes and reads as CBOR integers; outside this range (and inside the
+# safe-integer range) JavaScript numbers travel as float64.
+_CBOR_INT_MIN = -(2**31)
+_CBOR_INT_MAX = 2**32 - 1
+
+_BIGINT = "$BigInt"
+_UINT8ARRAY = "$Uint8Array"
+_ARRAYBUFFER = "$ArrayBuffer"
+_UNDEFINED = "$Undefined"
+_SET = "$Set"
+
+_BIGINT_TEXT = re.compile(r"-?[0-9]+")
+_BYTES_TYPES = (bytes, bytearray, memoryview)
+_SCALARS = frozenset({str, float, bool, type(None)})
+# Types the revivers never need to look into (floats and CBOR `undefined` may need a fix).
+_JSON_SETTLED = frozenset({str, int, float, bool, type(None)})
+_CBOR_SETTLED = frozenset({str, int, bool, type(None), bytes})
+
+
+class _Unencodable(Exception):
+    """Raised inside the encoding walks; turned into InternalError with a path."""
+
+    def __init__(self, reason: str, path: str = "") -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.path = path
+
+
+def _invalid(message: str) -> NoReturn:
+    raise InvalidRequest(message)
+
+
+def _describe(value: Any) -> str:
+    return type(value).__name__
+
+
+def _encode_failure(what: str, exc: _Unencodable | Exception) -> InternalError:
+    if isinstance(exc, _Unencodable):
+        where = f"{what}{exc.path}"
+        return InternalError(f"Cannot send {where}: {exc.reason}.")
+    return InternalError(f"Cannot send {what}: {exc}.")
+
+
+def _js_datetime(value: _dt.datetime) -> str:
+    if value.tzinfo is None:
+        raise _Unencodable("a naive datetime has no time zone (give it one)")
+    text = value.astimezone(_dt.UTC).isoformat(timespec="milliseconds")
+    return text.replace("+00:00", "Z")
+
+
+# -- JSON: encoding ---------------------------------------------------------------------
+
+
+def to_json_value(value: Any, what: str = "value") -> Any:
+    """Return ``value`` as a JSON-ready structure using RivetKit's tags.
+
+    The result shares unchanged parts with ``value`` (nothing is copied when no tag or
+    escape is needed). Raises :class:`~perdure.errors.InternalError` for a value outside
+    the wire value model.
+    """
+    try:
+        return _tag(value, 0)
+    except _Unencodable as exc:
+        raise _encode_failure(what, exc) from None
+    except RecursionError:
+        raise InternalError(f"Cannot send {what}: it is nested too deeply.") from None
+
+
+def _tag(value: Any, depth: int) -> Any:
+    kind = type(value)
+    if kind is str or kind is float or kind is bool or value is None:
+        return value
+    if kind is int:
+        if -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
+            return value
+        return [_BIGINT, str(value)]
+    if depth >= MAX_DEPTH:
+        raise _Unencodable(f"it is nested deeper than {MAX_DEPTH} levels")
+    if kind is dict:
+        return _tag_dict(value, depth)
+    if kind is list or kind is tuple:
+        return _tag_array(value, depth)
+    return _tag_other(value, depth)
+
+
+def _tag_dict(value: dict[Any, Any], depth: int) -> dict[Any, Any]:
+    changed: dict[Any, Any] | None = None
+    for key, item in value.items():
+        if type(item) in _SCALARS:
+            continue
+        try:
+            tagged = _tag(item, depth + 1)
+        except _Unencodable as exc:
+            exc.path = f"[{key!r}]{exc.path}"
+            raise
+        if tagged is not item:
+            if changed is None:
+                changed = dict(value)
+            changed[key] = tagged
+    return value if changed is None else changed
+
+
+def _tag_array(value: list[Any] | tuple[Any, ...], depth: int) -> Any:
+    changed: list[Any] | None = None
+    for index, item in enumerate(value):
+        if type(item) in _SCALARS:
+            continue
+        try:
+            tagged = _tag(item, depth + 1)
+        except _Unencodable as exc:
+            exc.path = f"[{index}]{exc.path}"
+            raise
+        if tagged is not item:
+            if changed is None:
+                changed = list(value)
+            changed[index] = tagged
+    result = value if changed is None else changed
+    if len(result) == 2 and isinstance(result[0], str) and result[0].startswith("$"):
+        # A user array that looks like a tag: escape it so the reader does not revive it.
+        return ["$" + result[0], result[1]]
+    return result
+
+
+def _tag_other(value: Any, depth: int) -> Any:
+    if isinstance(value, _BYTES_TYPES):
+        return [_UINT8ARRAY, base64.b64encode(value).decode("ascii")]
+    if isinstance(value, (set, frozenset)):
+        return [_SET, [_tag(item, depth + 1) for item in value]]
+    if isinstance(value, _dt.datetime):
+        return _js_datetime(value)
+    # Subclasses of the plain types (IntEnum, StrEnum, OrderedDict …) behave as their base.
+    if isinstance(value, bool):
+        return bool(value)
+    if isinstance(value, int):
+        return _tag(int(value), depth)
+    if isinstance(value, float):
+        return float(value)
+    if isinstance(value, str):
+        return str(value)
+    if isinstance(value, Mapping):
+        return _tag_dict(dict(value), depth)
+    if isinstance(value, (list, tuple)):
+        return _tag_array(list(value), depth)
+    raise _Unencodable(f"values of type {_describe(value)} cannot be sent")
+
+
+# -- JSON: decoding ---------------------------------------------------------------------
+
+
+def from_json_value(value: Any, what: str = "value") -> Any:
+    """Revive RivetKit's tags in a freshly parsed JSON value (mutated in place).
+
+    Raises :class:`~perdure.errors.InvalidRequest` for an unknown or malformed tag.
+    """
+    kind = type(value)
+    if kind is list or kind is dict:
+        return _revive(value, 0, what, cbor=False)
+    return value
+
+
+def _revive(value: Any, depth: int, what: str, *, cbor: bool) -> Any:
+    """Shared reviver of JSON and CBOR values; ``cbor`` adds the CBOR-only fixes."""
+    kind = type(value)
+    if kind is list:
+        if depth >= MAX_DEPTH:
+            _invalid(f"Invalid {what}: nested deeper than {MAX_DEPTH} levels.")
+        if len(value) == 2 and type(value[0]) is str and value[0][:1] == "$":
+            return _untag(value, depth, what, cbor=cbor)
+        settled = _CBOR_SETTLED if cbor else _JSON_SETTLED
+        for index, item in enumerate(value):
+            if type(item) not in settled:
+                value[index] = _revive(item, depth + 1, what, cbor=cbor)
+        return value
+    if kind is dict:
+        if depth >= MAX_DEPTH:
+            _invalid(f"Invalid {what}: nested deeper than {MAX_DEPTH} levels.")
+        settled = _CBOR_SETTLED if cbor else _JSON_SETTLED
+        for key, item in value.items():
+            if type(item) not in settled:
+                value[key] = _revive(item, depth + 1, what, cbor=cbor)
+        return value
+    if not cbor:
+        return value
+    if kind is float:
+        return _cbor_float(value)
+    if value is cbor2.undefined:
+        return None
+    if kind is set or kind is frozenset:
+        revived = [_revive(item, depth + 1, what, cbor=True) for item in value]
+        return kind(revived)
+    return value
+
+
+def _untag(value: list[Any], depth: int, what: str, *, cbor: bool) -> Any:
+    tag: str = value[0]
+    payload = value[1]
+    if tag == _BIGINT:
+        return _parse_bigint(payload, what)
+    if tag in (_UINT8ARRAY, _ARRAYBUFFER):
+        return _parse_base64(tag, payload, what)
+    if tag == _UNDEFINED:
+        return None
+    if tag == _SET:
+        return _parse_set(payload, depth, what, cbor=cbor)
+    if tag.startswith("$$"):
+        value[0] = tag[1:]
+        value[1] = _revive(payload, depth + 1, what, cbor=cbor)
+        return value
+    _invalid(
+        f"Invalid {what}: unknown tag {tag!r} (a two-element array whose first element "
+        "starts with `$` is a tag; escape a literal one as `$$…`)."
+    )
+
+
+def _parse_bigint(payload: Any, what: str) -> int:
+    if type(payload) is int:
+        return payload
+    if isinstance(payload, str) and _BIGINT_TEXT.fullmatch(payload):
+        try:
+            return int(payload)
+        except ValueError:  # beyond the interpreter's digit limit
+            pass
+    _invalid(f"Invalid {what}: `$BigInt` needs a decimal integer string, got {payload!r:.40}.")
+
+
+def _parse_base64(tag: str, payload: Any, what: str) -> bytes:
+    if isinstance(payload, str):
+        try:
+            return base64.b64decode(payload, validate=True)
+        except (binascii.Error, ValueError):
+            pass
+    _invalid(f"Invalid {what}: `{tag}` needs a base64 string, got {payload!r:.40}.")
+
+
+def _parse_set(payload: Any, depth: int, what: str, *, cbor: bool) -> set[Any]:
+    if type(payload) is not list:
+        _invalid(f"Invalid {what}: `$Set` needs an array of items, got {_describe(payload)}.")
+    items = _revive(payload, depth + 1, what, cbor=cbor)
+    try:
+        return set(items)
+    except TypeError:
+        _invalid(f"Invalid {what}: a `$Set` may only hold hashable items (no arrays or maps).")
+
+
+# -- CBOR: encoding ---------------------------------------------------------------------
+
+
+def encode_cbor_value(value: Any, what: str = "value") -> bytes:
+    """Encode a user value as CBOR the official client reads back faithfully.
+
+    Raises :class:`~perdure.errors.InternalError` for a value outside the wire value model.
+    """
+    try:
+        prepared = _prepare(value, 0)
+        return cbor2.dumps(prepared, datetime_as_timestamp=True)
+    except _Unencodable as exc:
+        raise _encode_failure(what, exc) from None
+    except RecursionError:
+        raise InternalError(f"Cannot send {what}: it is nested too deeply.") from None
+    except (cbor2.CBOREncodeError, ValueError, TypeError) as exc:
+        raise _encode_failure(what, exc) from None
+
+
+def _prepare(value: Any, depth: int) -> Any:
+    kind = type(value)
+    if kind is str or kind is bool or kind is float or value is None or kind is bytes:
+        return value
+    if kind is int:
+        if _CBOR_INT_MIN <= value <= _CBOR_INT_MAX:
+            return value
+        if -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
+            return float(value)  # exact: |value| < 2**53
+        return value
+    if depth >= MAX_DEPTH:
+        raise _Unencodable(f"it is nested deeper than {MAX_DEPTH} levels")
+    if kind is dict:
+        return _prepare_dict(value, depth)
+    if kind is list or kind is tuple:
+        return _prepare_array(value, depth)
+    return _prepare_other(value, depth)
+
+
+def _prepare_dict(value: dict[Any, Any], depth: int) -> dict[Any, Any]:
+    changed: dict[Any, Any] | None = None
+    for key, item in value.items():
+        if type(item) in _SCALARS:
+            continue
+        try:
+            prepared = _prepare(item, depth + 1)
+        except _Unencodable as exc:
+            exc.path = f"[{key!r}]{exc.path}"
+            raise
+        if prepared is not item:
+            if changed is None:
+                changed = dict(value)
+            changed[key] = prepared
+    return value if changed is None else changed
+
+
+def _prepare_array(value: list[Any] | tuple[Any, ...], depth: int) -> Any:
+    changed: list[Any] | None = None
+    for index, item in enumerate(value):
+        if type(item) in _SCALARS:
+            continue
+        try:
+            prepared = _prepare(item, depth + 1)
+        except _Unencodable as exc:
+            exc.path = f"[{index}]{exc.path}"
+            raise
+        if prepared is not item:
+            if changed is None:
+                changed = list(value)
+            changed[index] = prepared
+    result = value if changed is None else changed
+    if len(result) == 2 and isinstance(result[0], str) and result[0].startswith("$"):
+        # The official client revives JSON-compat tags inside CBOR too: escape look-alikes.
+        return ["$" + result[0], result[1]]
+    return result
+
+
+def _prepare_other(value: Any, depth: int) -> Any:
+    if isinstance(value, (bytearray, memoryview)):
+        return bytes(value)  # cbor2 would write a memoryview as an array of ints
+    if isinstance(value, (set, frozenset)):
+        return frozenset(_prepare(item, depth + 1) for item in value)
+    if isinstance(value, _dt.datetime):
+        if value.tzinfo is None:
+            raise _Unencodable("a naive datetime has no time zone (give it one)")
+        return value
+    if isinstance(value, bool):
+        return bool(value)
+    if isinstance(value, int):
+        return _prepare(int(value), depth)
+    if isinstance(value, float):
+        return float(value)
+    if isinstance(value, str):
+        return str(value)
+    if isinstance(value, bytes):
+        return bytes(value)
+    if isinstance(value, Mapping):
+        return _prepare_dict(dict(value), depth)
+    if isinstance(value, (list, tuple)):
+        return _prepare_array(list(value), depth)
+    raise _Unencodable(f"values of type {_describe(value)} cannot be sent")
+
+
+# -- CBOR: decoding ---------------------------------------------------------------------
+
+
+def _tag_hook(tag: cbor2.CBORTag, immutable: bool) -> Any:
+    # cbor-x writes a Uint8Array that is not a Node Buffer as tag 64 around a byte string.
+    if tag.tag == 64 and isinstance(tag.value, bytes):
+        return tag.value
+    return tag
+
+
+def _refuse_tag(*_args: Any) -> NoReturn:
+    raise ValueError("this CBOR tag is not accepted from the network")
+
+
+# Shared references could build cyclic values, regular expressions compile untrusted
+# patterns, MIME messages run the email parser: none of them belongs in a user value.
+_REFUSED_TAGS: dict[int, Any] = {29: _refuse_tag, 35: _refuse_tag, 36: _refuse_tag}
+
+
+def decode_cbor(data: bytes, what: str) -> Any:
+    """Decode exactly one CBOR item filling ``data`` (no revival of user values)."""
+    stream = io.BytesIO(data)
+    decoder = cbor2.CBORDecoder(stream, tag_hook=_tag_hook, semantic_decoders=_REFUSED_TAGS)
+    try:
+        value = decoder.decode()
+    except cbor2.CBORDecodeError as exc:
+        cause = f" ({exc.__cause__})" if exc.__cause__ is not None else ""
+        _invalid(f"Malformed CBOR in {what}: {exc}{cause}.")
+    except (RecursionError, MemoryError, ValueError, TypeError, OverflowError) as exc:
+        _invalid(f"Malformed CBOR in {what}: {exc or type(exc).__name__}.")
+    consumed = stream.tell()
+    if consumed != len(data):
+        _invalid(f"Malformed CBOR in {what}: {len(data) - consumed} trailing byte(s).")
+    return value
+
+
+def may_need_revival(data: bytes) -> bool:
+    """Whether CBOR ``data`` may hold something to revive: a ``$`` string, ``undefined``
+    or a float64. A false positive only costs a walk; a false negative is impossible."""
+    return b"$" in data or b"\xf7" in data or b"\xfb" in data
+
+
+def revive_cbor_value(value: Any, what: str = "value") -> Any:
+    """Apply the JSON-compat tags and the CBOR fixes to a freshly decoded value."""
+    return _revive(value, 0, what, cbor=True)
+
+
+def decode_cbor_value(data: bytes, what: str = "value") -> Any:
+    """Decode a user value written by :func:`encode_cbor_value` or by the official client.
+
+    Empty ``data`` decodes to ``None``, as in the original server. Raises
+    :class:`~perdure.errors.InvalidRequest` for malformed CBOR or a malformed tag.
+    """
+    if not data:
+        return None
+    value = decode_cbor(data, what)
+    if may_need_revival(data):
+        return _revive(value, 0, what, cbor=True)
+    return value
+
+
+def _cbor_float(value: float) -> Any:
+    # Undo the float64 transport of integers that JavaScript cannot send as CBOR ints.
+    if (
+        (value > _CBOR_INT_MAX or value < _CBOR_INT_MIN)
+        and -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER
+        and value.is_integer()
+    ):
+        return int(value)
+    return value
