@@ -78,10 +78,12 @@ class WorkflowRunner:
         if self.meta.get("status") == "completed":
             return
         self._set_meta(status="running", error=None)
+        self._mark_busy()
         try:
             output = await _maybe_await(self.fn(WorkflowContext(self, ROOT)))
             self._check_complete(ROOT)
             self._set_meta(status="completed", output=output)
+            self.instance.set_alarm("workflow", None)
             await self.commit()
         except Evicted:
             return
@@ -126,8 +128,14 @@ class WorkflowRunner:
             except Exception as exc:
                 info = {**info, "rollbackError": error_info(exc)}
         self._set_meta(status="failed", error=info)
+        self.instance.set_alarm("workflow", None)
         await self.commit()
         await self.report_error({"workflow": {"workflowId": self.instance.actor_id, "error": info}})
+
+    def _mark_busy(self) -> None:
+        # While the workflow is executing (not waiting), its alarm is "now": if the process
+        # dies, the alarm scheduler of the next start wakes the actor and it resumes alone.
+        self.instance.set_alarm("workflow", self.instance.runtime.clock.now_ms())
 
     def status(self) -> dict[str, Any]:
         """The workflow's status for clients: ``{status, error, output}``."""
@@ -220,7 +228,7 @@ class WorkflowRunner:
             raise Evicted() from None
         finally:
             self.instance.run_waiting(False)
-            self.instance.set_alarm("workflow", None)
+            self._mark_busy()
 
     async def _sleep_or_abort(self, seconds: float) -> None:
         abort = asyncio.ensure_future(self.instance.abort.wait())
@@ -231,6 +239,7 @@ class WorkflowRunner:
 
     async def wait_for_message(self, names: frozenset[str] | None) -> None:
         """Wait (sleep-compatibly) for a message, with no deadline."""
+        self.instance.set_alarm("workflow", None)  # a send wakes the actor; no alarm needed
         self.instance.run_waiting(True)
         try:
             await self.queue().wait_for(names, None)
@@ -238,6 +247,7 @@ class WorkflowRunner:
             raise Evicted() from None
         finally:
             self.instance.run_waiting(False)
+            self._mark_busy()
 
     # -------------------------------------------------------------- primitives
 
