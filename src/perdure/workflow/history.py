@@ -107,8 +107,13 @@ class History:
     def __init__(self, entries: dict[str, Entry] | None = None) -> None:
         self.entries: dict[str, Entry] = dict(entries or {})
         self._children: dict[str, set[str]] = {}
+        # Per scope, how many recorded children this execution has not visited yet: keeps
+        # the divergence check O(1) per new entry.
+        self._unvisited: dict[str, int] = {}
         for location in self.entries:
-            self._children.setdefault(parent_scope(location), set()).add(location)
+            scope = parent_scope(location)
+            self._children.setdefault(scope, set()).add(location)
+            self._unvisited[scope] = self._unvisited.get(scope, 0) + 1
         self._visited: set[str] = set()
         self._next_seq = max((e.seq for e in self.entries.values()), default=0) + 1
         self.dirty: set[str] = set()
@@ -143,10 +148,20 @@ class History:
                 f'with ctx.removed("{location.rpartition("/")[2]}", "{entry.kind}") '
                 "or guard the change with ctx.get_version(...).",
             )
-        self._visited.add(location)
+        self._mark_visited(location)
         return entry
 
+    def _mark_visited(self, location: str) -> None:
+        if location in self._visited:
+            return
+        self._visited.add(location)
+        if location in self.entries:
+            scope = parent_scope(location)
+            self._unvisited[scope] -= 1
+
     def _check_scope_complete(self, scope: str, new_location: str) -> None:
+        if not self._unvisited.get(scope):
+            return
         pending = sorted(self.unvisited(scope), key=lambda loc: self.entries[loc].seq)
         if pending:
             raise Divergence(
@@ -169,6 +184,8 @@ class History:
 
     def check_complete(self, scope: str) -> None:
         """At the end of a scope every recorded child must have been visited."""
+        if not self._unvisited.get(scope):
+            return
         pending = self.unvisited(scope)
         if pending:
             first = min(pending, key=lambda loc: self.entries[loc].seq)
@@ -183,9 +200,9 @@ class History:
     def visit_subtree(self, location: str) -> None:
         """Mark an entry and everything below it as visited (used by ``removed``)."""
         prefix = f"{location}/"
-        for loc in self.entries:
+        for loc in list(self.entries):
             if loc == location or loc.startswith(prefix):
-                self._visited.add(loc)
+                self._mark_visited(loc)
 
     # -------------------------------------------------------------- changes
 
@@ -195,8 +212,10 @@ class History:
             entry.seq = self._next_seq
             self._next_seq += 1
             self._children.setdefault(parent_scope(location), set()).add(location)
+            self._visited.add(location)  # new in this execution: never counted as unvisited
+        else:
+            self._mark_visited(location)
         self.entries[location] = entry
-        self._visited.add(location)
         self.deleted.discard(location)
         self.dirty.add(location)
         return entry
@@ -226,8 +245,11 @@ class History:
 
     def _forget(self, locations: Iterable[str]) -> None:
         for loc in locations:
+            scope = parent_scope(loc)
+            if loc not in self._visited:
+                self._unvisited[scope] -= 1
             del self.entries[loc]
-            children = self._children.get(parent_scope(loc))
+            children = self._children.get(scope)
             if children is not None:
                 children.discard(loc)
             self._visited.discard(loc)
