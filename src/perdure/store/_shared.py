@@ -1,0 +1,45 @@
+"""Pieces every backend shares: the closed-store error and the contract's error messages."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from perdure.errors import ActorNotFound, InternalError, InvalidRequest
+from perdure.store.base import ActorRecord
+
+__all__ = ["StoreClosed", "actor_id_taken", "actor_missing", "normalize_record"]
+
+
+class StoreClosed(InternalError):
+    """A store was used before ``open()`` or after ``close()``."""
+
+    def __init__(self, backend: str) -> None:
+        super().__init__(
+            f"The {backend} store is not open: call `await store.open()` before using it "
+            "(or it has been closed)."
+        )
+
+
+def actor_missing(actor_id: str) -> ActorNotFound:
+    """The error of a write to an actor that does not exist."""
+    return ActorNotFound(f"Actor `{actor_id}` does not exist or was destroyed.")
+
+
+def actor_id_taken(actor_id: str) -> InvalidRequest:
+    """The error of creating an actor whose id is already used."""
+    return InvalidRequest(f"Actor id `{actor_id}` is already taken.", code="duplicate_actor_id")
+
+
+def normalize_record(record: ActorRecord) -> ActorRecord:
+    """``record`` with an immutable key and byte values, as every backend returns it.
+
+    Callers sometimes pass a list as key or a ``bytearray``; storing those as given would
+    let a later mutation by the caller change stored data (in memory) or differ from what
+    a database hands back.
+    """
+    key = tuple(record.key)
+    input_ = None if record.input is None else bytes(record.input)
+    state = None if record.state is None else bytes(record.state)
+    if key == record.key and input_ is record.input and state is record.state:
+        return record
+    return dataclasses.replace(record, key=key, input=input_, state=state)

@@ -1,0 +1,169 @@
+"""An in-process store built on dicts: for tests, development and ``memory://``.
+
+It keeps the exact semantics of the SQL backends (same errors, same ordering, the same
+all-or-nothing commit) but nothing survives the process. Stored values are immutable
+(``bytes``, frozen records, tuples) and every mapping or list handed out is a fresh copy,
+so a caller cannot change stored data by mutating what it passed in or got back.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from perdure.errors import ActorAlreadyExists
+from perdure.keys import Key
+from perdure.store._shared import StoreClosed, actor_id_taken, actor_missing, normalize_record
+from perdure.store.base import ActorCommit, ActorRecord, QueueMessageRecord, Store
+
+__all__ = ["MemoryStore"]
+
+
+class MemoryStore(Store):
+    """A :class:`~perdure.store.base.Store` that lives in this process's memory.
+
+    Data outlives ``close()`` (a closed store can be opened again and finds it), but not
+    the object. Writes are applied synchronously, so per-actor order is call order.
+    """
+
+    def __init__(self) -> None:
+        self._open = False
+        self._actors: dict[str, ActorRecord] = {}
+        self._by_key: dict[tuple[str, Key], str] = {}
+        self._queues: dict[str, dict[int, QueueMessageRecord]] = {}
+        self._history: dict[str, dict[str, bytes]] = {}
+
+    async def open(self) -> None:
+        """Mark the store usable. Idempotent."""
+        self._open = True
+
+    async def close(self) -> None:
+        """Mark the store closed; its data stays for a later ``open()``. Idempotent."""
+        self._open = False
+
+    def _check_open(self) -> None:
+        if not self._open:
+            raise StoreClosed("memory")
+
+    async def create_actor(self, record: ActorRecord) -> None:
+        """Insert a new actor (see :meth:`Store.create_actor`)."""
+        self._check_open()
+        record = normalize_record(record)
+        if (record.name, record.key) in self._by_key:
+            raise ActorAlreadyExists(record.name, record.key)
+        if record.actor_id in self._actors:
+            raise actor_id_taken(record.actor_id)
+        self._actors[record.actor_id] = record
+        self._by_key[(record.name, record.key)] = record.actor_id
+
+    async def get_actor(self, actor_id: str) -> ActorRecord | None:
+        """The actor with this id, or ``None``."""
+        self._check_open()
+        return self._actors.get(actor_id)
+
+    async def find_actor(self, name: str, key: Key) -> ActorRecord | None:
+        """The actor with this name and key, or ``None``."""
+        self._check_open()
+        actor_id = self._by_key.get((name, tuple(key)))
+        return None if actor_id is None else self._actors[actor_id]
+
+    async def commit(self, commit: ActorCommit) -> None:
+        """Apply ``commit`` atomically: every check happens before the first change."""
+        self._check_open()
+        record = self._actors.get(commit.actor_id)
+        if record is None:
+            raise actor_missing(commit.actor_id)
+        self._actors[commit.actor_id] = _updated(record, commit)
+        if commit.queue_put or commit.queue_delete:
+            queue = self._queues.setdefault(commit.actor_id, {})
+            for message in commit.queue_put:
+                queue[message.id] = dataclasses.replace(message, body=bytes(message.body))
+            for message_id in commit.queue_delete:
+                queue.pop(message_id, None)
+        if commit.history_put or commit.history_delete:
+            history = self._history.setdefault(commit.actor_id, {})
+            for location, entry in commit.history_put.items():
+                history[location] = bytes(entry)
+            for location in commit.history_delete:
+                history.pop(location, None)
+
+    async def delete_actor(self, actor_id: str) -> bool:
+        """Delete the actor with its queue and history; ``False`` if it did not exist."""
+        self._check_open()
+        record = self._actors.pop(actor_id, None)
+        if record is None:
+            return False
+        del self._by_key[(record.name, record.key)]
+        self._queues.pop(actor_id, None)
+        self._history.pop(actor_id, None)
+        return True
+
+    async def list_actors(
+        self, *, name: str | None = None, after: str | None = None, limit: int = 100
+    ) -> list[ActorRecord]:
+        """Actors ordered by id, optionally of one name, after a given id."""
+        self._check_open()
+        if limit <= 0:
+            return []
+        chosen = [
+            record
+            for actor_id, record in self._actors.items()
+            if (name is None or record.name == name) and (after is None or actor_id > after)
+        ]
+        chosen.sort(key=lambda record: record.actor_id)
+        return chosen[:limit]
+
+    async def count_actors(self, *, name: str | None = None) -> int:
+        """How many actors exist (of one name, if given)."""
+        self._check_open()
+        if name is None:
+            return len(self._actors)
+        return sum(1 for record in self._actors.values() if record.name == name)
+
+    async def load_queue(self, actor_id: str) -> list[QueueMessageRecord]:
+        """All queued messages of an actor, ordered by id."""
+        self._check_open()
+        queue = self._queues.get(actor_id, {})
+        return [queue[message_id] for message_id in sorted(queue)]
+
+    async def load_history(self, actor_id: str) -> dict[str, bytes]:
+        """A copy of the actor's workflow history, by location."""
+        self._check_open()
+        return dict(self._history.get(actor_id, {}))
+
+    async def due_actors(self, until: int, limit: int) -> list[tuple[str, int]]:
+        """Actors whose alarm is at or before ``until``, earliest first (ties by id).
+
+        A linear scan: fine for the sizes a memory store holds.
+        """
+        self._check_open()
+        if limit <= 0:
+            return []
+        due = [
+            (record.wake_at, actor_id)
+            for actor_id, record in self._actors.items()
+            if record.wake_at is not None and record.wake_at <= until
+        ]
+        due.sort()
+        return [(actor_id, wake_at) for wake_at, actor_id in due[:limit]]
+
+    async def next_wake_at(self) -> int | None:
+        """The earliest alarm over all actors, or ``None``."""
+        self._check_open()
+        alarms = [r.wake_at for r in self._actors.values() if r.wake_at is not None]
+        return min(alarms, default=None)
+
+
+def _updated(record: ActorRecord, commit: ActorCommit) -> ActorRecord:
+    """``record`` with the actor-row fields of ``commit`` applied."""
+    changes: dict[str, object] = {}
+    if commit.state is not None:
+        changes["state"] = bytes(commit.state)
+    if commit.initialized is not None:
+        changes["initialized"] = commit.initialized
+    if commit.generation is not None:
+        changes["generation"] = commit.generation
+    if commit.set_wake_at:
+        changes["wake_at"] = commit.wake_at
+    if commit.queue_next_id is not None:
+        changes["queue_next_id"] = commit.queue_next_id
+    return dataclasses.replace(record, **changes) if changes else record  # type: ignore[arg-type]

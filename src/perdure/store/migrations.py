@@ -1,0 +1,217 @@
+"""The one numbered migration ledger, shared by every SQL backend.
+
+Each :class:`Migration` carries its SQLite and its PostgreSQL SQL side by side, so the two
+schemas cannot drift apart unnoticed. A database records what it has applied in the
+ledger table ``perdure_migrations(version, name, applied_at)``; opening a store applies the
+pending steps (those whose version is not in the ledger) in order, in one transaction.
+
+Rules for adding a step: append it with the next version number, never edit or reorder a
+step that has shipped, and write both dialects. Schema objects are created with plain
+``CREATE`` (not ``IF NOT EXISTS``) so that a ledger out of step with the schema fails
+loudly instead of being papered over.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+__all__ = [
+    "LEDGER_POSTGRES",
+    "LEDGER_SQLITE",
+    "MIGRATIONS",
+    "Migration",
+    "SchemaTooNew",
+    "apply_sqlite_migrations",
+    "check_ledger",
+    "pending_migrations",
+    "split_sqlite_statements",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Migration:
+    """One schema step: its version, a short name, and the SQL of each dialect."""
+
+    version: int
+    name: str
+    sqlite: str
+    postgres: str
+
+
+class SchemaTooNew(RuntimeError):
+    """The database was migrated by a newer perdure than the one opening it."""
+
+
+LEDGER_SQLITE = """
+CREATE TABLE IF NOT EXISTS perdure_migrations (
+    version    INTEGER PRIMARY KEY,
+    name       TEXT    NOT NULL,
+    applied_at INTEGER NOT NULL
+)
+"""
+
+LEDGER_POSTGRES = """
+CREATE TABLE IF NOT EXISTS perdure_migrations (
+    version    INTEGER PRIMARY KEY,
+    name       TEXT    NOT NULL,
+    applied_at BIGINT  NOT NULL
+)
+"""
+
+# Design notes for migration 1:
+# - `actors` keeps its rowid: `state` and `input` can be large, and SQLite advises WITHOUT
+#   ROWID only for small rows. Queue and history rows are read as a range per actor, so
+#   clustering them on (actor_id, …) with WITHOUT ROWID makes `load_queue`/`load_history`
+#   one contiguous b-tree scan and saves a second index per insert.
+# - The wake index is partial (only actors with an alarm) and covers (wake_at, actor_id), so
+#   `due_actors` reads it in order and never touches the table or sleeping actors.
+# - There are no foreign keys: `delete_actor` removes dependent rows explicitly, and a
+#   commit checks its actor exists before writing anything, so FK checks would only add
+#   a lookup to every insert.
+_V1_SQLITE = """
+CREATE TABLE actors (
+    actor_id      TEXT    PRIMARY KEY,
+    name          TEXT    NOT NULL,
+    key           TEXT    NOT NULL,
+    created_at    INTEGER NOT NULL,
+    generation    INTEGER NOT NULL DEFAULT 0,
+    initialized   INTEGER NOT NULL DEFAULT 0,
+    input         BLOB,
+    state         BLOB,
+    wake_at       INTEGER,
+    queue_next_id INTEGER NOT NULL DEFAULT 1,
+    UNIQUE (name, key)
+);
+CREATE INDEX actors_wake_at ON actors (wake_at, actor_id) WHERE wake_at IS NOT NULL;
+CREATE TABLE queue_messages (
+    actor_id   TEXT    NOT NULL,
+    id         INTEGER NOT NULL,
+    name       TEXT    NOT NULL,
+    body       BLOB    NOT NULL,
+    created_at INTEGER NOT NULL,
+    PRIMARY KEY (actor_id, id)
+) WITHOUT ROWID;
+CREATE TABLE workflow_history (
+    actor_id TEXT NOT NULL,
+    location TEXT NOT NULL,
+    entry    BLOB NOT NULL,
+    PRIMARY KEY (actor_id, location)
+) WITHOUT ROWID;
+"""
+
+_V1_POSTGRES = """
+CREATE TABLE actors (
+    actor_id      TEXT    PRIMARY KEY,
+    name          TEXT    NOT NULL,
+    key           TEXT    NOT NULL,
+    created_at    BIGINT  NOT NULL,
+    generation    BIGINT  NOT NULL DEFAULT 0,
+    initialized   BOOLEAN NOT NULL DEFAULT FALSE,
+    input         BYTEA,
+    state         BYTEA,
+    wake_at       BIGINT,
+    queue_next_id BIGINT  NOT NULL DEFAULT 1,
+    UNIQUE (name, key)
+);
+CREATE INDEX actors_wake_at ON actors (wake_at, actor_id) WHERE wake_at IS NOT NULL;
+CREATE TABLE queue_messages (
+    actor_id   TEXT   NOT NULL,
+    id         BIGINT NOT NULL,
+    name       TEXT   NOT NULL,
+    body       BYTEA  NOT NULL,
+    created_at BIGINT NOT NULL,
+    PRIMARY KEY (actor_id, id)
+);
+CREATE TABLE workflow_history (
+    actor_id TEXT  NOT NULL,
+    location TEXT  NOT NULL,
+    entry    BYTEA NOT NULL,
+    PRIMARY KEY (actor_id, location)
+);
+"""
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(1, "actors_queue_history", sqlite=_V1_SQLITE, postgres=_V1_POSTGRES),
+)
+
+
+def check_ledger(migrations: Sequence[Migration]) -> None:
+    """Raise ``ValueError`` unless versions run 1, 2, 3 … without gaps or repeats."""
+    for expected, migration in enumerate(migrations, start=1):
+        if migration.version != expected:
+            raise ValueError(
+                f"Migration {migration.name!r} has version {migration.version}; "
+                f"expected {expected} (versions must run 1, 2, 3 … in order)."
+            )
+
+
+def pending_migrations(
+    applied: Iterable[int], migrations: Sequence[Migration] = MIGRATIONS
+) -> list[Migration]:
+    """The migrations not yet applied, in version order.
+
+    Raises :class:`SchemaTooNew` if the database has a version this code does not know:
+    running old code on a newer schema could corrupt it.
+    """
+    done = set(applied)
+    known = {migration.version for migration in migrations}
+    unknown = sorted(done - known)
+    if unknown:
+        raise SchemaTooNew(
+            f"The database has schema version {unknown[-1]}, newer than this perdure knows "
+            f"({max(known, default=0)}). Upgrade perdure to open it."
+        )
+    return [migration for migration in migrations if migration.version not in done]
+
+
+def split_sqlite_statements(script: str) -> list[str]:
+    """Split a script into complete statements (``;`` inside strings or triggers is kept).
+
+    ``executescript`` cannot be used inside a transaction (it commits first), so a
+    migration runs its statements one by one.
+    """
+    statements: list[str] = []
+    current = ""
+    for piece in script.split(";"):
+        current += piece + ";"
+        if sqlite3.complete_statement(current):
+            if current.strip(" \t\r\n;"):
+                statements.append(current.strip())
+            current = ""
+    if current.strip(" \t\r\n;"):
+        raise ValueError(f"Incomplete SQL statement in migration: {current.strip()!r}")
+    return statements
+
+
+def apply_sqlite_migrations(
+    db: sqlite3.Connection, migrations: Sequence[Migration] = MIGRATIONS
+) -> list[int]:
+    """Apply the pending migrations to ``db`` in one transaction; return their versions.
+
+    ``db`` must be in autocommit mode (``isolation_level=None``). ``BEGIN IMMEDIATE`` takes
+    the write lock before the ledger is read, so two processes opening the same new file
+    cannot both apply a step.
+    """
+    check_ledger(migrations)
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        db.execute(LEDGER_SQLITE)
+        applied = [row[0] for row in db.execute("SELECT version FROM perdure_migrations")]
+        todo = pending_migrations(applied, migrations)
+        for migration in todo:
+            for statement in split_sqlite_statements(migration.sqlite):
+                db.execute(statement)
+            db.execute(
+                "INSERT INTO perdure_migrations (version, name, applied_at) VALUES (?, ?, ?)",
+                (migration.version, migration.name, time.time_ns() // 1_000_000),
+            )
+        db.execute("COMMIT")
+    except BaseException:
+        # Some errors (a full disk, for one) end the transaction by themselves.
+        if db.in_transaction:
+            db.execute("ROLLBACK")
+        raise
+    return [migration.version for migration in todo]
