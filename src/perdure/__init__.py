@@ -18,6 +18,7 @@ from perdure.errors import (
     UserError,
 )
 from perdure.registry import Registry, setup
+from perdure.runtime.context import ActionContext, ActorContext
 from perdure.runtime.runtime import ActorRuntime
 from perdure.workflow.context import Loop, StepContext, WorkflowContext
 from perdure.workflow.errors import CriticalError
@@ -28,9 +29,11 @@ from perdure.workflow.errors import CriticalError
 from perdure.definition import workflow
 
 __all__ = [
+    "ActionContext",
     "ActionNotFound",
     "ActionTimedOut",
     "ActorAlreadyExists",
+    "ActorContext",
     "ActorDefinition",
     "ActorNotFound",
     "ActorOptions",
