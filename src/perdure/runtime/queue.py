@@ -254,6 +254,10 @@ class QueueReceiver:
         """Enqueue a message durably (does not wait for processing)."""
         await self._queue.send(name, body)
 
+    def size(self) -> int:
+        """How many messages are queued (including received-but-uncompleted ones)."""
+        return len(self._queue)
+
     async def next_batch(
         self,
         names: Iterable[str] | str | None = None,
