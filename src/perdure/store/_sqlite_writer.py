@@ -21,6 +21,7 @@ import contextlib
 import queue
 import sqlite3
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -43,6 +44,20 @@ __all__ = [
 
 _SQLITE_CONSTRAINT_UNIQUE = 2067
 _SQLITE_CONSTRAINT_PRIMARYKEY = 1555
+
+
+def _enable_wal(db: sqlite3.Connection) -> None:
+    """Switch to WAL, retrying briefly: the switch needs a lock that SQLite's busy handler
+    does not wait for when another process is creating the same file at the same moment."""
+    for attempt in range(50):
+        try:
+            # fetchall(): pragmas that answer with a row are run to completion.
+            db.execute("PRAGMA journal_mode = WAL").fetchall()
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or attempt == 49:
+                raise
+            time.sleep(0.02)
 
 
 def connect(target: str, *, uri: bool = False) -> sqlite3.Connection:
@@ -325,8 +340,7 @@ class GroupCommitWriter:
     def _open_connection(self) -> sqlite3.Connection:
         db = connect(str(self._path))
         try:
-            # fetchall(): pragmas that answer with a row are run to completion.
-            db.execute("PRAGMA journal_mode = WAL").fetchall()
+            _enable_wal(db)
             db.execute(f"PRAGMA synchronous = {self._synchronous}").fetchall()
             # Keep the WAL file from staying huge after a burst of writes.
             db.execute("PRAGMA journal_size_limit = 67108864").fetchall()
