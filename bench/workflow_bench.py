@@ -1,0 +1,134 @@
+"""Workflow benchmarks (run by hand: ``python bench/workflow_bench.py [a|b|c ...]``).
+
+(a) the seed's progress workload over the network: 2,000 jobs sent over HTTP by 32
+    concurrent senders to one actor, until ``completed == 2000``, with a WebSocket
+    subscriber counting all 4,000 events (a real ``perdure serve`` subprocess);
+(b) a workflow of 1,000 trivial durable steps: time per step (in-process, SQLite);
+(c) 100 actors each running the progress workload at once: steps per second
+    (in-process, SQLite, group commit).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from examples.progress import registry as progress_registry
+from tests.support.server import ServerProcess
+
+from perdure import ActorRuntime, WorkflowContext, setup, workflow
+from perdure.client import create_client
+from perdure.store import SQLiteStore
+
+
+async def bench_progress_over_http(jobs: int = 2000, senders: int = 32) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory() as tmp:
+        server = ServerProcess("examples.app:registry", Path(tmp))
+        await asyncio.to_thread(server.start)
+        try:
+            async with create_client(server.url) as client:
+                handle = client.progressActor.get_or_create(["bench"])
+                conn = handle.connect()
+                events = 0
+                done = asyncio.Event()
+
+                def on_progress(progress: dict[str, Any]) -> None:
+                    nonlocal events
+                    events += 1
+                    if events == 2 * jobs:
+                        done.set()
+
+                conn.on("progressUpdated", on_progress)
+                await conn.wait_open(timeout=20)
+                queue: asyncio.Queue[int] = asyncio.Queue()
+                for job in range(jobs):
+                    queue.put_nowait(job)
+
+                async def sender() -> None:
+                    while not queue.empty():
+                        queue.get_nowait()
+                        await handle.send("jobs", {"value": 1})
+
+                started = time.perf_counter()
+                await asyncio.gather(*(sender() for _ in range(senders)))
+                sent = time.perf_counter() - started
+                await asyncio.wait_for(done.wait(), timeout=120)
+                elapsed = time.perf_counter() - started
+                state = await handle.getState()
+                await conn.dispose()
+        finally:
+            server.terminate()
+    assert state["progress"]["completed"] == jobs
+    return {
+        "jobs": jobs,
+        "seconds": round(elapsed, 3),
+        "jobs_per_s": round(jobs / elapsed),
+        "send_phase_s": round(sent, 3),
+        "events": events,
+    }
+
+
+async def bench_step_cost(steps: int = 1000) -> dict[str, Any]:
+    finished: dict[str, float] = {}
+
+    async def run(ctx: WorkflowContext) -> None:
+        started = time.perf_counter()
+        for index in range(steps):
+            await ctx.step(f"step-{index}", lambda step: None)
+        finished["seconds"] = time.perf_counter() - started
+
+    registry = setup(use={"steps": workflow(run=run)})
+    with tempfile.TemporaryDirectory() as tmp:
+        async with ActorRuntime(registry, SQLiteStore(Path(tmp) / "b.db")) as runtime:
+            await runtime.client().steps.get_or_create("one").resolve()
+            async with asyncio.timeout(120):
+                while "seconds" not in finished:
+                    await asyncio.sleep(0.01)
+    return {"steps": steps, "us_per_step": round(finished["seconds"] / steps * 1e6, 1)}
+
+
+async def bench_many_actors(actors: int = 100, jobs_per_actor: int = 50) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory() as tmp:
+        async with ActorRuntime(progress_registry, SQLiteStore(Path(tmp) / "c.db")) as runtime:
+            client = runtime.client()
+            handles = [client.progressActor.get_or_create([f"a{i}"]) for i in range(actors)]
+            ids = [await h.resolve() for h in handles]
+            started = time.perf_counter()
+
+            async def feed(actor_id: str) -> None:
+                for _ in range(jobs_per_actor):
+                    await runtime.send(actor_id, "jobs", {"value": 1})
+
+            await asyncio.gather(*(feed(actor_id) for actor_id in ids))
+            async with asyncio.timeout(300):
+                for handle in handles:
+                    while (await handle.getState())["progress"]["completed"] < jobs_per_actor:
+                        await asyncio.sleep(0.01)
+            elapsed = time.perf_counter() - started
+    steps = actors * jobs_per_actor * 2
+    return {
+        "actors": actors,
+        "steps": steps,
+        "seconds": round(elapsed, 3),
+        "steps_per_s": round(steps / elapsed),
+    }
+
+
+BENCHES = {"a": bench_progress_over_http, "b": bench_step_cost, "c": bench_many_actors}
+
+
+def main() -> None:
+    chosen = sys.argv[1:] or list(BENCHES)
+    for name in chosen:
+        result = asyncio.run(BENCHES[name]())
+        print(f"({name})", result, flush=True)
+
+
+if __name__ == "__main__":
+    main()

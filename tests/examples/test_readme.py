@@ -1,0 +1,84 @@
+"""The README's promises, run as a new user would run them."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tests.support.server import REPO_ROOT, ServerProcess, free_port
+
+README = (REPO_ROOT / "README.md").read_text()
+
+
+def python_blocks() -> list[str]:
+    return re.findall(r"```python\n(.*?)```", README, flags=re.S)
+
+
+@pytest.mark.timeout(300)
+def test_first_command_serves_the_examples_and_shows_progress(tmp_path: Path) -> None:
+    assert "bash scripts/demo" in README
+    result = subprocess.run(
+        [
+            "bash",
+            "scripts/demo",
+            "--exit",
+            "--port",
+            str(free_port()),
+            "--data",
+            str(tmp_path / "data"),
+        ],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=280,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    progress = [line for line in lines if line.startswith("progress ")]
+    assert "progress {'stage': 'completed', 'completed': 2, 'total': 2}" in progress
+    assert "{'progress': {'stage': 'completed', 'completed': 2, 'total': 2}, 'sum': 12}" in lines
+
+
+@pytest.mark.timeout(120)
+def test_quickstart_code_runs(tmp_path: Path) -> None:
+    app, client, in_process = python_blocks()[:3]
+    (tmp_path / "app.py").write_text(app)
+    server = ServerProcess("app:registry", tmp_path / "data", env={"PYTHONPATH": str(tmp_path)})
+    server.start()
+    try:
+        script = client.replace("http://localhost:6420", server.url)
+        result = subprocess.run(
+            [sys.executable, "-c", script],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    finally:
+        server.terminate()
+    assert result.returncode == 0, result.stderr
+    assert "5" in result.stdout.splitlines()
+    assert "{'sum': 7}" in result.stdout.splitlines()
+
+    body = textwrap.indent(in_process, "    ")
+    # The snippet ends inside its ``async with`` block: read the counter there too.
+    program = (
+        f"import asyncio\nfrom app import registry\n\nasync def main():\n{body}\n"
+        "        print(await counter.get())\n\nasyncio.run(main())\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", program],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": str(tmp_path)},
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == "1"
