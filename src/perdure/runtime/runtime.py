@@ -34,6 +34,7 @@ __all__ = ["ActorRuntime", "ResolveMethod"]
 T = TypeVar("T")
 ResolveMethod = Literal["get", "getOrCreate", "create"]
 _log = logging.getLogger("perdure.runtime")
+_STOPPED: dict[str, str] = {"sleep": "slept", "destroy": "destroyed", "shutdown": "stopped"}
 
 
 def new_actor_id(now_ms: int) -> str:
@@ -181,7 +182,8 @@ class ActorRuntime:
             raise
         finally:
             del self._creating[(name, key)]
-        await self.instance(record.actor_id)
+        # Hand over the record just written, so that starting need not read it back.
+        await self.instance(record.actor_id, record)
         return record.actor_id
 
     async def get_record(self, actor_id: str) -> ActorRecord:
@@ -193,8 +195,8 @@ class ActorRuntime:
 
     # ------------------------------------------------------------------ waking
 
-    async def instance(self, actor_id: str) -> ActorInstance:
-        """The live instance of an actor, waking it if it sleeps."""
+    async def instance(self, actor_id: str, record: ActorRecord | None = None) -> ActorInstance:
+        """The live instance of an actor, waking it if it sleeps (from ``record`` if given)."""
         while True:
             live = self._live.get(actor_id)
             if live is not None:
@@ -205,15 +207,15 @@ class ActorRuntime:
             waking = self._waking.get(actor_id)
             if waking is not None:
                 return await asyncio.shield(waking)
-            return await self._wake(actor_id)
+            return await self._wake(actor_id, record)
 
-    async def _wake(self, actor_id: str) -> ActorInstance:
+    async def _wake(self, actor_id: str, record: ActorRecord | None = None) -> ActorInstance:
         if self._closing:
             raise ActorNotFound("The server is shutting down.")
         future: asyncio.Future[ActorInstance] = asyncio.get_running_loop().create_future()
         self._waking[actor_id] = future
         try:
-            instance = await self._start_instance(actor_id)
+            instance = await self._start_instance(actor_id, record)
         except BaseException as exc:
             future.set_exception(exc)
             future.exception()
@@ -223,8 +225,11 @@ class ActorRuntime:
         future.set_result(instance)
         return instance
 
-    async def _start_instance(self, actor_id: str) -> ActorInstance:
-        record = await self.get_record(actor_id)
+    async def _start_instance(
+        self, actor_id: str, record: ActorRecord | None = None
+    ) -> ActorInstance:
+        if record is None:
+            record = await self.get_record(actor_id)
         definition = self.registry.get(record.name)
         if definition is None:
             raise ActorNotFound(f"Actor `{record.name}` is no longer registered on this server.")
@@ -241,6 +246,7 @@ class ActorRuntime:
                 raise InternalError() from exc
             raise
         self._live[actor_id] = instance
+        _log.debug("woke %s/%s (generation %d)", record.name, actor_id, instance.generation)
         return instance
 
     def schedule_stop(self, instance: ActorInstance, reason: StopReason) -> None:
@@ -253,6 +259,7 @@ class ActorRuntime:
         finally:
             if self._live.get(instance.actor_id) is instance:
                 del self._live[instance.actor_id]
+            _log.debug("%s %s/%s", _STOPPED.get(reason, reason), instance.name, instance.actor_id)
 
     async def sleep_actor(self, actor_id: str) -> None:
         """Put an awake actor to sleep now and wait until it is asleep."""

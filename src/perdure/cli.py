@@ -1,0 +1,317 @@
+"""The ``perdure`` command line.
+
+``perdure serve module:registry`` serves a registry over HTTP and WebSocket (uvicorn with
+uvloop and httptools). It binds to 127.0.0.1 unless ``--host`` says otherwise, keeps its
+data in ``./.perdure/perdure.db`` (SQLite) unless ``--data`` or ``--store`` says
+otherwise, and shuts down gracefully on SIGTERM or SIGINT: every live actor goes to sleep
+(``on_sleep`` runs, state is flushed) before the process exits.
+
+``perdure actors`` lists the actors in a store, with their decoded state, without a
+server (SQLite readers do not block a running server).
+
+The registry is named ``package.module:attribute`` or ``path/to/file.py:attribute``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import datetime as _dt
+import importlib
+import importlib.util
+import json
+import logging
+import os
+import signal
+import sys
+from collections.abc import Sequence
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+from perdure import __version__
+from perdure.keys import serialize_key
+from perdure.registry import Registry
+from perdure.store import open_store
+from perdure.store.base import ActorRecord, Store
+from perdure.store.codec import decode_value
+
+__all__ = ["load_registry", "main"]
+
+DEFAULT_DATA_DIR = ".perdure"
+DATABASE_FILE = "perdure.db"
+_log = logging.getLogger("perdure.cli")
+
+
+class CliError(Exception):
+    """A usage problem reported as ``error: …`` with exit status 2."""
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``perdure`` console script."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "serve":
+            return _serve(args)
+        if args.command == "actors":
+            return asyncio.run(_actors(args))
+    except CliError as exc:
+        print(f"perdure: error: {exc}", file=sys.stderr)
+        return 2
+    parser.print_help()
+    return 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="perdure", description="Durable actors and workflows.")
+    parser.add_argument("--version", action="version", version=f"perdure {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    serve = commands.add_parser("serve", help="serve a registry over HTTP and WebSocket")
+    serve.add_argument("registry", help="module:attribute or path/to/file.py:attribute")
+    serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=6420, help="port (default 6420)")
+    _add_store_options(serve)
+    serve.add_argument(
+        "--log-level",
+        default="info",
+        choices=["critical", "error", "warning", "info", "debug"],
+        help="log level (default info; debug adds an access log and actor wake/sleep)",
+    )
+    actors = commands.add_parser("actors", help="list the actors in a store and their state")
+    _add_store_options(actors)
+    actors.add_argument("--name", help="only actors of this name")
+    actors.add_argument("--json", action="store_true", help="one JSON object per line")
+    return parser
+
+
+def _add_store_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--data",
+        default=DEFAULT_DATA_DIR,
+        help=f"data directory; the SQLite file {DATABASE_FILE} lives inside "
+        f"(default ./{DEFAULT_DATA_DIR})",
+    )
+    parser.add_argument(
+        "--store", help="store URL, overrides --data (memory://, sqlite:///path.db, a path)"
+    )
+
+
+def _store_url(args: argparse.Namespace, *, create: bool) -> str:
+    if args.store:
+        return str(args.store)
+    data = Path(args.data)
+    if create:
+        data.mkdir(parents=True, exist_ok=True)
+    elif not (data / DATABASE_FILE).exists():
+        raise CliError(f"no perdure database in {data} (looked for {data / DATABASE_FILE})")
+    return str(data / DATABASE_FILE)
+
+
+# --------------------------------------------------------------------------- serve
+
+
+def load_registry(spec: str) -> Registry:
+    """Import ``module:attr`` or ``path/to/file.py:attr`` and return the registry."""
+    target, sep, attr = spec.rpartition(":")
+    if not sep or not target or not attr:
+        raise CliError(f"expected module:attribute or file.py:attribute, got {spec!r}")
+    try:
+        module = _import_file(target) if _looks_like_path(target) else _import_module(target)
+    except CliError:
+        raise
+    except ImportError as exc:
+        raise CliError(f"cannot import {target!r}: {exc}") from exc
+    obj: Any = module
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise CliError(f"{target!r} has no attribute {attr!r}")
+        obj = getattr(obj, part)
+    if not isinstance(obj, Registry):
+        raise CliError(f"{spec} is a {type(obj).__name__}, not a registry (use setup(use=...))")
+    return obj
+
+
+def _looks_like_path(target: str) -> bool:
+    return target.endswith(".py") or "/" in target or os.sep in target
+
+
+def _import_file(target: str) -> Any:
+    path = Path(target).resolve()
+    if not path.is_file():
+        raise CliError(f"no such file: {target}")
+    # Let the file import its siblings, as `python path/to/file.py` would.
+    sys.path.insert(0, str(path.parent))
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    if spec is None or spec.loader is None:
+        raise CliError(f"cannot load {target}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[path.stem] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _import_module(target: str) -> Any:
+    # `perdure serve app:registry` should find app.py in the current directory, as
+    # `python -m` and uvicorn do.
+    cwd = os.getcwd()
+    if cwd not in sys.path and "" not in sys.path:
+        sys.path.insert(0, cwd)
+    return importlib.import_module(target)
+
+
+def _serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from perdure.runtime.runtime import ActorRuntime
+    from perdure.server import create_app
+
+    level = getattr(logging, args.log_level.upper())
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)-7s %(name)s: %(message)s")
+    logging.getLogger("uvicorn.error").addFilter(_UvicornLog(quiet=level > logging.DEBUG))
+    registry = load_registry(args.registry)
+    url = _store_url(args, create=True)
+    store = _open(url)
+    _log.info("store: %s", _describe_store(url))
+    options = registry.options
+    config = uvicorn.Config(
+        create_app(ActorRuntime(registry, store)),
+        host=args.host,
+        port=args.port,
+        loop="uvloop",
+        http="httptools",
+        ws="websockets-sansio",
+        # Frames between the protocol limit and this one get a clear close reason from
+        # the server (message.incoming_too_long); this bounds what is buffered at all.
+        ws_max_size=options.max_incoming_message_size * 4 + 65536,
+        lifespan="on",
+        log_config=None,
+        log_level=level,
+        access_log=level <= logging.DEBUG,
+        timeout_graceful_shutdown=30,
+        server_header=False,
+        # No proxy in front by default; trusting X-Forwarded-* is an explicit choice.
+        proxy_headers=False,
+    )
+    _log.info(
+        "perdure %s serving %s on http://%s:%d", __version__, args.registry, args.host, args.port
+    )
+    # uvicorn shuts down gracefully on SIGTERM/SIGINT, then re-raises the signal with the
+    # handlers it found installed. Installing ours turns that into a clean exit status 0.
+    previous = {sig: signal.signal(sig, _stop_requested) for sig in _STOP_SIGNALS}
+    try:
+        uvicorn.Server(config).run()
+    except _StopRequested:
+        pass
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    _log.info("perdure stopped")
+    return 0
+
+
+class _StopRequested(Exception):
+    """Raised by the signal handler uvicorn restores and re-triggers after shutdown."""
+
+
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+def _stop_requested(signum: int, frame: Any) -> None:
+    raise _StopRequested()
+
+
+class _UvicornLog(logging.Filter):
+    """Names uvicorn's server log ``uvicorn`` (not ``uvicorn.error``, which reads like a
+    failure) and, unless debugging, drops its per-WebSocket lines: it logs every
+    handshake, opening and closing at INFO, URL included (which may carry a token). Like
+    the HTTP access log, those are for debug only."""
+
+    def __init__(self, *, quiet: bool) -> None:
+        super().__init__()
+        self.quiet = quiet
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """Rename the record; ``False`` drops a per-connection line."""
+        record.name = "uvicorn"
+        message = record.msg
+        if not self.quiet or not isinstance(message, str):
+            return True
+        return message not in _CONNECTION_LINES and not message.startswith(_HANDSHAKE_LINE)
+
+
+_CONNECTION_LINES = frozenset({"connection open", "connection closed"})
+_HANDSHAKE_LINE = '%s - "WebSocket %s"'
+
+
+def _open(url: str) -> Store:
+    try:
+        return open_store(url)
+    except ValueError as exc:
+        raise CliError(str(exc)) from exc
+
+
+def _describe_store(url: str) -> str:
+    if url == "memory://":
+        return "in memory (nothing survives a restart)"
+    return f"SQLite {url}"
+
+
+# -------------------------------------------------------------------------- actors
+
+
+async def _actors(args: argparse.Namespace) -> int:
+    store = _open(_store_url(args, create=False))
+    await store.open()
+    try:
+        after: str | None = None
+        while True:
+            page = await store.list_actors(name=args.name, after=after, limit=500)
+            for record in page:
+                print(_actor_line(record, as_json=args.json))
+            if len(page) < 500:
+                break
+            after = page[-1].actor_id
+    finally:
+        await store.close()
+    return 0
+
+
+def _actor_line(record: ActorRecord, *, as_json: bool) -> str:
+    state = None if record.state is None else plain(decode_value(record.state))
+    created = _dt.datetime.fromtimestamp(record.created_at / 1000, _dt.UTC)
+    if as_json:
+        return json.dumps(
+            {
+                "actor_id": record.actor_id,
+                "name": record.name,
+                "key": list(record.key),
+                "created_at": created.isoformat(),
+                "generation": record.generation,
+                "state": state,
+            },
+            ensure_ascii=False,
+        )
+    key = serialize_key(record.key)
+    text = json.dumps(state, ensure_ascii=False, separators=(",", ":"))
+    return f"{record.actor_id}  {record.name}  [{key}]  gen {record.generation}  {text}"
+
+
+def plain(value: Any) -> Any:
+    """A JSON-friendly copy of a stored value (bytes as base64, instants as ISO text)."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (bytes, bytearray)):
+        return base64.b64encode(bytes(value)).decode()
+    if isinstance(value, (_dt.date, _dt.datetime)):
+        return value.isoformat()
+    if isinstance(value, Decimal):
+        return str(value)
+    if isinstance(value, dict):
+        return {str(k) if not isinstance(k, str) else k: plain(v) for k, v in value.items()}
+    if isinstance(value, (set, frozenset)):
+        return [plain(v) for v in sorted(value, key=repr)]
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    return repr(value)

@@ -1,0 +1,90 @@
+"""The ASGI application: ``create_app(runtime)`` wires routes to a runtime.
+
+Routes:
+
+- ``/gateway/{name-or-id}/action/{action}``, ``/queue/{queue}``, ``/connect`` — the actor
+  gateway (:mod:`perdure.server.gateway`, :mod:`perdure.server.websocket`);
+- ``/actors…`` — the management API (:mod:`perdure.server.management`);
+- ``GET /metadata`` — what the official client reads before its first call. It looks
+  only for ``clientEndpoint`` (absent here, so it keeps the endpoint it was given) and
+  logs ``runtime`` and ``version``;
+- ``GET /health`` — ``{"status": "ok", …}`` once the runtime is started.
+
+The app's lifespan starts the runtime (opening the store) and stops it on shutdown: every
+live actor goes to sleep (``on_sleep`` runs, state is flushed) before the store closes.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Mount, Route
+
+from perdure import __version__
+from perdure.errors import PerdureError
+from perdure.runtime.runtime import ActorRuntime
+from perdure.server._errors import MethodNotAllowed, RouteNotFound, error_body, header_text
+from perdure.server.gateway import Gateway
+from perdure.server.management import json_response, management_routes
+
+__all__ = ["create_app"]
+
+_log = logging.getLogger("perdure.server")
+
+
+def create_app(runtime: ActorRuntime) -> Starlette:
+    """A Starlette app serving ``runtime``'s actors; its lifespan starts and stops it."""
+    actor_names: dict[str, Any] = {name: {"metadata": {}} for name in runtime.registry.actors}
+
+    async def metadata(request: Request) -> Response:
+        body = {"runtime": "perdure", "version": __version__, "actorNames": actor_names}
+        return json_response(body)
+
+    async def health(request: Request) -> Response:
+        return json_response({"status": "ok", "runtime": "perdure", "version": __version__})
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        await runtime.start()
+        _log.info("runtime started: %d actor type(s): %s", len(actor_names), ", ".join(actor_names))
+        try:
+            yield
+        finally:
+            _log.info("stopping: putting %d live actor(s) to sleep", runtime.live_count)
+            await runtime.stop()
+            _log.info("runtime stopped; store closed")
+
+    routes = [
+        # First: the router tries routes in order, and gateway calls are the hot path.
+        Mount("/gateway", app=Gateway(runtime)),
+        Route("/health", health, methods=["GET"]),
+        Route("/metadata", metadata, methods=["GET"]),
+        *management_routes(runtime),
+    ]
+    return Starlette(
+        routes=routes,
+        lifespan=lifespan,
+        exception_handlers={HTTPException: _http_exception},
+    )
+
+
+async def _http_exception(request: Request, exc: Exception) -> Response:
+    """Unknown routes and methods answer with the usual error body, not plain text."""
+    status = exc.status_code if isinstance(exc, HTTPException) else 500
+    error: PerdureError
+    if status == 405:
+        error = MethodNotAllowed(f"{request.method} is not allowed on {request.url.path}.")
+    elif status == 404:
+        error = RouteNotFound(f"No route `{request.url.path}`.")
+    else:
+        error = PerdureError(str(getattr(exc, "detail", "")) or "Bad request.", code="http_error")
+    response = Response(error_body(error, "json", None), status, media_type="application/json")
+    response.headers["x-rivet-error"] = header_text(error.identifier).decode()
+    return response

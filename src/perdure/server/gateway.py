@@ -1,0 +1,231 @@
+"""The actor gateway: ``/gateway/{name-or-id}/action/{action}``, ``/queue/{queue}``, ``/connect``.
+
+Every gateway request carries its target in the path and query (see
+:mod:`perdure.server.target`). The HTTP routes decode the body in the encoding of the
+``x-rivet-encoding`` header (``json`` when absent) and answer in the same encoding, with
+the ``x-rivet-actor*`` headers. Everything a request carries (encoding, target, key,
+input, connection parameters, body, action name and argument count) is checked before an
+actor is created or woken, so a bad request stores nothing.
+
+Like the original server, a stateless HTTP action or queue send opens a transient
+connection for its duration: ``on_before_connect`` sees the ``x-rivet-conn-params``
+header (so it can refuse the call), and the action sees ``c.conn``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from perdure.definition import ActorDefinition
+from perdure.errors import ActionNotFound, InvalidRequest, MessageError, QueueError
+from perdure.protocol.codec import Encoding, content_type, decode_http, encode_http, parse_encoding
+from perdure.protocol.messages import (
+    HttpActionRequest,
+    HttpActionResponse,
+    HttpMessage,
+    HttpQueueSendRequest,
+    HttpQueueSendResponse,
+)
+from perdure.runtime.connections import Connection
+from perdure.runtime.instance import ActorInstance
+from perdure.runtime.runtime import ActorRuntime
+from perdure.runtime.validation import validate_payload
+from perdure.server._asgi import (
+    ClientDisconnected,
+    Receive,
+    Scope,
+    Send,
+    header_value,
+    read_body,
+    send_bytes,
+)
+from perdure.server._errors import MethodNotAllowed, RouteNotFound, actor_headers, send_error
+from perdure.server.target import (
+    Target,
+    parse_conn_params,
+    parse_query,
+    parse_target,
+    path_segment,
+    resolve_target,
+)
+from perdure.server.websocket import ConnectHandler
+
+__all__ = ["Gateway"]
+
+R = TypeVar("R", HttpActionRequest, HttpQueueSendRequest)
+
+
+class _NoChannel:
+    """The transport of a stateless HTTP call: it has no channel for events."""
+
+    __slots__ = ()
+
+    def send_event(self, name: str, args: list[Any]) -> None:
+        """Events sent to an HTTP caller's transient connection are dropped."""
+
+    def close(self, code: int, reason: str) -> None:
+        """Nothing to close: the response ends the call."""
+
+
+_NO_CHANNEL = _NoChannel()
+
+
+class Gateway:
+    """The raw ASGI app mounted at ``/gateway`` (HTTP and WebSocket)."""
+
+    def __init__(self, runtime: ActorRuntime) -> None:
+        self.runtime = runtime
+        self.options = runtime.registry.options
+        self.names = set(runtime.registry.actors)
+        self.connect_handler = ConnectHandler(runtime, self.names)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        raw_path: bytes = scope.get("raw_path") or scope["path"].encode()
+        parts = raw_path.split(b"/")
+        # ["", "gateway", target, route, name?]
+        if scope["type"] == "websocket":
+            if len(parts) == 4 and parts[3] == b"connect" and parts[2]:
+                await self.connect_handler(scope, receive, send, parts[2])
+            else:
+                await send({"type": "websocket.close", "code": 1008, "reason": "route_not_found"})
+            return
+        if scope["type"] != "http":
+            return
+        route = parts[3] if len(parts) == 5 and parts[2] and parts[4] else None
+        if route == b"action" or route == b"queue":
+            try:
+                segment, name = path_segment(parts[2]), path_segment(parts[4])
+            except InvalidRequest as exc:
+                await send_error(send, exc, _encoding_or_json(scope))
+                return
+            handler = self._action if route == b"action" else self._queue
+            await handler(scope, receive, send, segment, name)
+            return
+        enc = _encoding_or_json(scope)
+        await send_error(send, RouteNotFound(f"No gateway route `{scope['path']}`."), enc)
+
+    # ------------------------------------------------------------ action, queue
+
+    async def _action(
+        self, scope: Scope, receive: Receive, send: Send, segment: str, action: str
+    ) -> None:
+        def check(definition: ActorDefinition, request: HttpActionRequest) -> None:
+            _check_action(definition, action, len(request.args))
+
+        async def invoke(
+            instance: ActorInstance, conn: Connection, request: HttpActionRequest
+        ) -> HttpMessage:
+            return HttpActionResponse(await instance.call_action(action, request.args, conn))
+
+        await self._handle(scope, receive, send, segment, HttpActionRequest, check, invoke)
+
+    async def _queue(
+        self, scope: Scope, receive: Receive, send: Send, segment: str, queue: str
+    ) -> None:
+        def check(definition: ActorDefinition, request: HttpQueueSendRequest) -> None:
+            _check_queue(definition, queue, request.body)
+
+        async def invoke(
+            instance: ActorInstance, conn: Connection, request: HttpQueueSendRequest
+        ) -> HttpMessage:
+            timeout = None if request.timeout is None else request.timeout / 1000
+            result = await self.runtime.send(
+                instance.actor_id, queue, request.body, wait=request.wait, timeout=timeout
+            )
+            return HttpQueueSendResponse(result.status, result.response)
+
+        await self._handle(scope, receive, send, segment, HttpQueueSendRequest, check, invoke)
+
+    async def _handle(
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        segment: str,
+        kind: type[R],
+        check: Callable[[ActorDefinition, R], None],
+        invoke: Callable[[ActorInstance, Connection, R], Awaitable[HttpMessage]],
+    ) -> None:
+        """Validate everything, then resolve the actor and ``invoke`` inside a transient
+        connection; answer in the request's encoding."""
+        enc: Encoding = "json"
+        instance: ActorInstance | None = None
+        try:
+            enc = parse_encoding(header_value(scope, b"x-rivet-encoding"))
+            target, params = self._prepare(scope, segment)
+            body = await read_body(scope, receive, self.options.max_http_body_size)
+            request = decode_http(body, enc, kind)
+            if target.actor_id is None:
+                check(self.runtime.definition(target.name), request)
+            instance = await self.runtime.instance(await resolve_target(self.runtime, target))
+            conn = await instance.connect(params, _NO_CHANNEL)
+            try:
+                reply = await invoke(instance, conn, request)
+            finally:
+                await instance.disconnect(conn)
+            data = encode_http(reply, enc)
+            self._check_outgoing(data)
+        except ClientDisconnected:
+            return
+        except Exception as exc:
+            await send_error(send, exc, enc, instance)
+            return
+        await send_bytes(send, 200, data, _CONTENT_TYPES[enc], actor_headers(instance))
+
+    # ----------------------------------------------------------------- helpers
+
+    def _prepare(self, scope: Scope, segment: str) -> tuple[Target, Any]:
+        if scope["method"] != "POST":
+            raise MethodNotAllowed(f"Use POST, not {scope['method']}.")
+        query = parse_query(scope["query_string"])
+        target = parse_target(segment, query, self.options, self.names)
+        params = parse_conn_params(
+            header_value(scope, b"x-rivet-conn-params"), self.options.max_conn_params_size
+        )
+        return target, params
+
+    def _check_outgoing(self, data: bytes) -> None:
+        # An HTTP response is bounded like a request body: both are HTTP messages.
+        if len(data) > self.options.max_http_body_size:
+            raise MessageError(
+                "The response is larger than the limit of "
+                f"{self.options.max_http_body_size} bytes.",
+                code="outgoing_too_long",
+            )
+
+
+_CONTENT_TYPES: dict[str, bytes] = {
+    enc: content_type(enc).encode() for enc in ("json", "cbor", "bare")
+}
+
+
+def _encoding_or_json(scope: Scope) -> Encoding:
+    try:
+        return parse_encoding(header_value(scope, b"x-rivet-encoding"))
+    except InvalidRequest:
+        return "json"
+
+
+def _check_action(definition: ActorDefinition, action: str, count: int) -> None:
+    """Refuse an unknown action or a wrong argument count before creating the actor."""
+    spec = definition.actions.get(action)
+    if spec is None:
+        raise ActionNotFound(action)
+    problem = spec.check_arity(count)
+    if problem is not None:
+        raise InvalidRequest(problem, metadata={"action": action})
+
+
+def _check_queue(definition: ActorDefinition, queue: str, body: Any) -> None:
+    """Refuse an unknown queue or an invalid body before creating the actor (the runtime
+    checks again; this only keeps a bad request from storing a new actor)."""
+    if definition.queues is None:
+        raise QueueError(f"Actor `{definition.name}` has no queues.", code="not_configured")
+    spec = definition.queues.get(queue)
+    if spec is None:
+        raise QueueError(f"Actor `{definition.name}` has no queue `{queue}`.", code="invalid_name")
+    if spec.schema is not None:
+        validate_payload(
+            spec.schema, body, what=f"message for queue `{queue}`", code="invalid_message"
+        )

@@ -1,0 +1,231 @@
+"""``/gateway/{name-or-id}/connect``: a stateful connection (actions and events).
+
+Handshake: subprotocols ``rivet`` (echoed back, as the original server does, because some
+WebSocket stacks insist on a matching protocol), ``rivet_encoding.<json|cbor|bare>``
+(``json`` when absent) and ``rivet_conn_params.<url-encoded JSON>`` (or the
+``x-rivet-conn-params`` header). Then:
+
+1. the target is resolved and ``runtime.connect`` admits the connection (hooks
+   ``on_before_connect``, ``create_conn_state``, ``on_connect``); the server sends
+   ``Init{actorId, connectionId}`` before anything else;
+2. ``ActionRequest`` frames run concurrently, each answered by ``ActionResponse`` or by an
+   ``Error`` carrying its ``actionId``; ``SubscriptionRequest`` frames add or remove an
+   event name in ``conn.subscriptions``;
+3. a connection-level failure sends ``Error`` (no ``actionId``) and closes with code 1011
+   and reason ``"{group}.{code}"``: ``actor.invalid_request`` for an undecodable frame,
+   ``message.incoming_too_long`` for a frame over the limit, or the error that refused the
+   connection. An unknown encoding closes with 1003 ``actor.unsupported_websocket_encoding``;
+4. when the client goes away, ``instance.disconnect(conn)`` runs ``on_disconnect``; when
+   the actor sleeps or is destroyed, the runtime closes the socket through the transport.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+from urllib.parse import unquote
+
+from perdure.errors import InvalidRequest, MessageError, PerdureError
+from perdure.protocol.codec import Encoding, decode_to_server, is_binary, parse_encoding
+from perdure.protocol.messages import ActionRequest, Init, SubscriptionRequest
+from perdure.runtime.connections import Connection
+from perdure.runtime.instance import ActorInstance
+from perdure.runtime.runtime import ActorRuntime
+from perdure.server._asgi import Receive, Scope, Send, header_value
+from perdure.server._errors import public_error
+from perdure.server.outbox import EventFrameCache, SocketTransport
+from perdure.server.target import (
+    parse_conn_params,
+    parse_query,
+    parse_target,
+    path_segment,
+    resolve_target,
+)
+
+__all__ = ["MAX_IN_FLIGHT", "MAX_SUBSCRIPTIONS", "ConnectHandler"]
+
+MAX_IN_FLIGHT = 1024
+MAX_SUBSCRIPTIONS = 1024
+_ENCODING_PREFIX = "rivet_encoding."
+_PARAMS_PREFIX = "rivet_conn_params."
+_log = logging.getLogger("perdure.server")
+
+
+class ConnectHandler:
+    """Serves ``/connect`` sockets for one runtime."""
+
+    def __init__(self, runtime: ActorRuntime, names: set[str]) -> None:
+        self.runtime = runtime
+        self.options = runtime.registry.options
+        self.names = names
+        self.cache = EventFrameCache()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send, segment: bytes) -> None:
+        if (await receive())["type"] != "websocket.connect":
+            return
+        offered_rivet, enc_name, params_text = _subprotocols(scope.get("subprotocols") or ())
+        await send({"type": "websocket.accept", "subprotocol": "rivet" if offered_rivet else None})
+        try:
+            enc = parse_encoding(enc_name)
+        except InvalidRequest:
+            reason = "actor.unsupported_websocket_encoding"
+            await send({"type": "websocket.close", "code": 1003, "reason": reason})
+            return
+        transport = SocketTransport(send, enc, self.options.max_outgoing_message_size, self.cache)
+        try:
+            if params_text is None:
+                params_text = header_value(scope, b"x-rivet-conn-params")
+            instance, conn = await self._admit(scope, segment, params_text, transport)
+        except Exception as exc:
+            transport.fail(public_error(exc))
+            await transport.run()
+            return
+        transport.put_first(Init(instance.actor_id, conn.id))
+        await self._serve(receive, instance, conn, transport)
+
+    async def _admit(
+        self, scope: Scope, segment: bytes, params_text: str | None, transport: SocketTransport
+    ) -> tuple[ActorInstance, Connection]:
+        target = parse_target(
+            path_segment(segment), parse_query(scope["query_string"]), self.options, self.names
+        )
+        params = parse_conn_params(params_text, self.options.max_conn_params_size)
+        actor_id = await resolve_target(self.runtime, target)
+        return await self.runtime.connect(actor_id, params, transport)
+
+    async def _serve(
+        self,
+        receive: Receive,
+        instance: ActorInstance,
+        conn: Connection,
+        transport: SocketTransport,
+    ) -> None:
+        writer = asyncio.create_task(transport.run(), name=f"ws writer {conn.id}")
+        actions: set[asyncio.Task[None]] = set()
+        try:
+            await self._receive_loop(receive, instance, conn, transport, actions)
+        finally:
+            await instance.disconnect(conn)
+            if actions:
+                # Actions already started run to completion (their answers are dropped if
+                # the socket is gone); cancelling them midway would tear their effects.
+                await asyncio.wait(actions)
+            transport.close(1000, "")
+            try:
+                # Flush what is queued; a client that stopped reading gets 5 s.
+                await asyncio.wait_for(writer, 5)
+            except TimeoutError:
+                _log.debug("connection %s: gave up flushing to a stalled client", conn.id)
+
+    async def _receive_loop(
+        self,
+        receive: Receive,
+        instance: ActorInstance,
+        conn: Connection,
+        transport: SocketTransport,
+        actions: set[asyncio.Task[None]],
+    ) -> None:
+        limit = self.options.max_incoming_message_size
+        enc = transport.enc
+        while True:
+            message = await receive()
+            if message["type"] != "websocket.receive":
+                return
+            data: bytes | str | None = message.get("bytes")
+            if data is None:
+                data = message.get("text")
+                if data is None:
+                    continue
+            if _size(data) > limit:
+                transport.fail(
+                    MessageError(
+                        f"The message is larger than the limit of {limit} bytes.",
+                        code="incoming_too_long",
+                        metadata={"limit": limit},
+                    )
+                )
+                return
+            request = _decode(data, enc)
+            if request is None:
+                transport.fail(InvalidRequest("The message could not be decoded."))
+                return
+            if isinstance(request, ActionRequest):
+                if len(actions) >= MAX_IN_FLIGHT:
+                    busy = PerdureError("Too many actions in flight.", code="overloaded")
+                    transport.push_error(busy, request.id)
+                    continue
+                task = asyncio.create_task(self._action(instance, conn, transport, request))
+                actions.add(task)
+                task.add_done_callback(actions.discard)
+            elif not _subscribe(conn, request):
+                transport.fail(
+                    InvalidRequest(
+                        f"A connection may subscribe to at most {MAX_SUBSCRIPTIONS} events.",
+                        code="too_many_subscriptions",
+                    )
+                )
+                return
+
+    @staticmethod
+    async def _action(
+        instance: ActorInstance,
+        conn: Connection,
+        transport: SocketTransport,
+        request: ActionRequest,
+    ) -> None:
+        try:
+            output = await instance.call_action(request.name, request.args, conn)
+        except Exception as exc:
+            transport.push_error(public_error(exc), request.id)
+            return
+        transport.push_response(request.id, output)
+
+
+def _subprotocols(offered: Any) -> tuple[bool, str | None, str | None]:
+    """``(offers "rivet", encoding name, conn params JSON)`` from the offered subprotocols."""
+    rivet = False
+    encoding: str | None = None
+    params: str | None = None
+    for protocol in offered:
+        if protocol == "rivet":
+            rivet = True
+        elif protocol.startswith(_ENCODING_PREFIX):
+            encoding = protocol[len(_ENCODING_PREFIX) :]
+        elif protocol.startswith(_PARAMS_PREFIX):
+            try:
+                params = unquote(protocol[len(_PARAMS_PREFIX) :], errors="strict")
+            except UnicodeDecodeError:
+                params = "\x00"  # not JSON: refused with a clear error by parse_conn_params
+    return rivet, encoding, params
+
+
+def _size(data: bytes | str) -> int:
+    if isinstance(data, bytes):
+        return len(data)
+    return len(data) if data.isascii() else len(data.encode("utf-8", "surrogatepass"))
+
+
+def _decode(data: bytes | str, enc: Encoding) -> ActionRequest | SubscriptionRequest | None:
+    """The decoded frame, or ``None`` when it is not a valid message in ``enc``."""
+    if isinstance(data, str) and is_binary(enc):
+        return None
+    try:
+        return decode_to_server(data, enc)
+    except PerdureError:
+        return None
+    except Exception:
+        _log.debug("undecodable frame", exc_info=True)
+        return None
+
+
+def _subscribe(conn: Connection, request: SubscriptionRequest) -> bool:
+    """Apply a subscription change; ``False`` when the connection has too many."""
+    if not request.subscribe:
+        conn.subscriptions.discard(request.event_name)
+        return True
+    subscriptions = conn.subscriptions
+    if len(subscriptions) >= MAX_SUBSCRIPTIONS and request.event_name not in subscriptions:
+        return False
+    conn.subscriptions.add(request.event_name)
+    return True
