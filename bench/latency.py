@@ -34,6 +34,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
+from rawhttp import RawConnection
 from websockets.asyncio.client import connect as ws_connect
 from websockets.sync.client import connect as ws_connect_sync
 
@@ -146,41 +147,18 @@ async def http_throughput(url: str, action: str, callers: int, calls: int) -> fl
     A minimal HTTP/1.1 client on asyncio streams drives the load: httpx's async client
     spends about a millisecond of CPU per request, so with it this would measure httpx.
     """
-    host, port = url.removeprefix("http://").split(":")
 
     async def caller(index: int, count: int) -> None:
         path = f"/gateway/counter/action/{action}{_query(f'http-tp-{index % 4}')}"
-        body = b'{"args":[]}'
-        head = (
-            f"POST {path} HTTP/1.1\r\nhost: {host}\r\ncontent-type: application/json\r\n"
-            f"content-length: {len(body)}\r\n\r\n"
-        )
-        request = head.encode() + body
-        reader, writer = await asyncio.open_connection(host, int(port))
-        try:
+        async with RawConnection(url) as connection:
+            request = connection.request(path, b'{"args":[]}')
             for _ in range(count):
-                writer.write(request)
-                headers = await reader.readuntil(b"\r\n\r\n")
-                if not headers.startswith(b"HTTP/1.1 200"):
-                    raise RuntimeError(headers.decode(errors="replace"))
-                length = _content_length(headers)
-                await reader.readexactly(length)
-        finally:
-            writer.close()
-            await writer.wait_closed()
+                await connection.send(request)
 
     await asyncio.gather(*(caller(i, 20) for i in range(callers)))  # warm up
     start = time.perf_counter()
     await asyncio.gather(*(caller(i, calls // callers) for i in range(callers)))
     return (calls // callers) * callers / (time.perf_counter() - start)
-
-
-def _content_length(headers: bytes) -> int:
-    for line in headers.split(b"\r\n"):
-        name, _, value = line.partition(b":")
-        if name.strip().lower() == b"content-length":
-            return int(value)
-    raise RuntimeError("no content-length in the response")
 
 
 async def ws_throughput(url: str, action: str, callers: int, calls: int) -> float:
