@@ -36,7 +36,7 @@ import binascii
 import datetime as _dt
 import io
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, NoReturn
 
 import cbor2
@@ -146,42 +146,60 @@ def _tag(value: Any, depth: int) -> Any:
     return _tag_other(value, depth)
 
 
-def _tag_dict(value: dict[Any, Any], depth: int) -> dict[Any, Any]:
+def _convert_dict(
+    value: dict[Any, Any], depth: int, convert: Callable[[Any, int], Any]
+) -> dict[Any, Any]:
+    """Apply ``convert`` to the non-scalar items; copy the dict only if one changed."""
     changed: dict[Any, Any] | None = None
     for key, item in value.items():
         if type(item) in _SCALARS:
             continue
         try:
-            tagged = _tag(item, depth + 1)
+            converted = convert(item, depth + 1)
         except _Unencodable as exc:
             exc.path = f"[{key!r}]{exc.path}"
             raise
-        if tagged is not item:
+        if converted is not item:
             if changed is None:
                 changed = dict(value)
-            changed[key] = tagged
+            changed[key] = converted
     return value if changed is None else changed
 
 
-def _tag_array(value: list[Any] | tuple[Any, ...], depth: int) -> Any:
+def _convert_array(
+    value: list[Any] | tuple[Any, ...], depth: int, convert: Callable[[Any, int], Any]
+) -> Any:
+    """Like :func:`_convert_dict` for arrays; escapes arrays that look like tags.
+
+    The official client revives ``["$Tag", value]`` pairs in JSON and, since it runs the
+    same reviver over CBOR values, in CBOR too: a user array of that shape gets an extra
+    ``$`` so that it is read back as the array it is.
+    """
     changed: list[Any] | None = None
     for index, item in enumerate(value):
         if type(item) in _SCALARS:
             continue
         try:
-            tagged = _tag(item, depth + 1)
+            converted = convert(item, depth + 1)
         except _Unencodable as exc:
             exc.path = f"[{index}]{exc.path}"
             raise
-        if tagged is not item:
+        if converted is not item:
             if changed is None:
                 changed = list(value)
-            changed[index] = tagged
+            changed[index] = converted
     result = value if changed is None else changed
     if len(result) == 2 and isinstance(result[0], str) and result[0].startswith("$"):
-        # A user array that looks like a tag: escape it so the reader does not revive it.
         return ["$" + result[0], result[1]]
     return result
+
+
+def _tag_dict(value: dict[Any, Any], depth: int) -> dict[Any, Any]:
+    return _convert_dict(value, depth, _tag)
+
+
+def _tag_array(value: list[Any] | tuple[Any, ...], depth: int) -> Any:
+    return _convert_array(value, depth, _tag)
 
 
 def _tag_other(value: Any, depth: int) -> Any:
@@ -344,41 +362,11 @@ def _prepare(value: Any, depth: int) -> Any:
 
 
 def _prepare_dict(value: dict[Any, Any], depth: int) -> dict[Any, Any]:
-    changed: dict[Any, Any] | None = None
-    for key, item in value.items():
-        if type(item) in _SCALARS:
-            continue
-        try:
-            prepared = _prepare(item, depth + 1)
-        except _Unencodable as exc:
-            exc.path = f"[{key!r}]{exc.path}"
-            raise
-        if prepared is not item:
-            if changed is None:
-                changed = dict(value)
-            changed[key] = prepared
-    return value if changed is None else changed
+    return _convert_dict(value, depth, _prepare)
 
 
 def _prepare_array(value: list[Any] | tuple[Any, ...], depth: int) -> Any:
-    changed: list[Any] | None = None
-    for index, item in enumerate(value):
-        if type(item) in _SCALARS:
-            continue
-        try:
-            prepared = _prepare(item, depth + 1)
-        except _Unencodable as exc:
-            exc.path = f"[{index}]{exc.path}"
-            raise
-        if prepared is not item:
-            if changed is None:
-                changed = list(value)
-            changed[index] = prepared
-    result = value if changed is None else changed
-    if len(result) == 2 and isinstance(result[0], str) and result[0].startswith("$"):
-        # The official client revives JSON-compat tags inside CBOR too: escape look-alikes.
-        return ["$" + result[0], result[1]]
-    return result
+    return _convert_array(value, depth, _prepare)
 
 
 def _prepare_other(value: Any, depth: int) -> Any:
