@@ -4,6 +4,8 @@ Routes:
 
 - ``/gateway/{name-or-id}/action/{action}``, ``/queue/{queue}``, ``/connect`` — the actor
   gateway (:mod:`perdure.server.gateway`, :mod:`perdure.server.websocket`);
+- ``/connect`` (WebSocket) with the actor id in the ``rivet_actor.<id>`` subprotocol — how
+  the official client connects to an actor by id when it skips the gateway's ready wait;
 - ``/actors…`` — the management API (:mod:`perdure.server.management`);
 - ``GET /metadata`` — what the official client reads before its first call. It looks
   only for ``clientEndpoint`` (absent here, so it keeps the endpoint it was given) and
@@ -25,7 +27,7 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Mount, Route
+from starlette.routing import Mount, Route, WebSocketRoute
 
 from perdure import __version__
 from perdure.errors import PerdureError
@@ -33,6 +35,7 @@ from perdure.runtime.runtime import ActorRuntime
 from perdure.server._errors import MethodNotAllowed, RouteNotFound, error_body, header_text
 from perdure.server.gateway import Gateway
 from perdure.server.management import json_response, management_routes
+from perdure.server.websocket import DirectConnect
 
 __all__ = ["create_app"]
 
@@ -61,9 +64,11 @@ def create_app(runtime: ActorRuntime) -> Starlette:
             await runtime.stop()
             _log.info("runtime stopped; store closed")
 
+    gateway = Gateway(runtime)
     routes = [
         # First: the router tries routes in order, and gateway calls are the hot path.
-        Mount("/gateway", app=Gateway(runtime)),
+        Mount("/gateway", app=gateway),
+        WebSocketRoute("/connect", DirectConnect(gateway.connect_handler)),
         Route("/health", health, methods=["GET"]),
         Route("/metadata", metadata, methods=["GET"]),
         *management_routes(runtime),

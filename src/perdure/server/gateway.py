@@ -103,7 +103,15 @@ class Gateway:
             await handler(scope, receive, send, segment, name)
             return
         enc = _encoding_or_json(scope)
-        await send_error(send, RouteNotFound(f"No gateway route `{scope['path']}`."), enc)
+        if len(parts) >= 4 and parts[3] == b"request":
+            # The official client's handle.fetch() (raw HTTP to the actor's onRequest).
+            error = RouteNotFound(
+                "Raw HTTP requests to an actor (`onRequest`, the client's `fetch`) are not "
+                f"supported by perdure: no route `{scope['path']}`."
+            )
+        else:
+            error = RouteNotFound(f"No gateway route `{scope['path']}`.")
+        await send_error(send, error, enc)
 
     # ------------------------------------------------------------ action, queue
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from typing import Any
-from urllib.parse import unquote
+from urllib.parse import quote, unquote
 
 from perdure.errors import InvalidRequest, MessageError, PerdureError
 from perdure.protocol.codec import Encoding, decode_to_server, is_binary, parse_encoding
@@ -43,12 +43,13 @@ from perdure.server.target import (
     resolve_target,
 )
 
-__all__ = ["MAX_IN_FLIGHT", "MAX_SUBSCRIPTIONS", "ConnectHandler"]
+__all__ = ["MAX_IN_FLIGHT", "MAX_SUBSCRIPTIONS", "ConnectHandler", "DirectConnect"]
 
 MAX_IN_FLIGHT = 1024
 MAX_SUBSCRIPTIONS = 1024
 _ENCODING_PREFIX = "rivet_encoding."
 _PARAMS_PREFIX = "rivet_conn_params."
+_ACTOR_PREFIX = "rivet_actor."
 _log = logging.getLogger("perdure.server")
 
 
@@ -180,6 +181,27 @@ class ConnectHandler:
             transport.push_error(public_error(exc), request.id)
             return
         transport.push_response(request.id, output)
+
+
+class DirectConnect:
+    """``/connect`` outside ``/gateway``: the actor id comes in the ``rivet_actor.<id>``
+    subprotocol (or the ``x-rivet-actor`` header), next to ``rivet_target.actor``.
+
+    The official client connects this way to an actor it addresses by id (``getForId``,
+    or a handle from ``create``) when it skips the gateway's ready wait
+    (``skipReadyWait``). Everything else is the gateway's ``/connect``; without an actor
+    id the connection is refused with ``Error`` and close 1011 ``actor.invalid_request``.
+    """
+
+    def __init__(self, handler: ConnectHandler) -> None:
+        self.handler = handler
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        actor_id = header_value(scope, b"x-rivet-actor") or ""
+        for protocol in scope.get("subprotocols") or ():
+            if protocol.startswith(_ACTOR_PREFIX):
+                actor_id = protocol[len(_ACTOR_PREFIX) :]
+        await self.handler(scope, receive, send, quote(actor_id, safe="").encode())
 
 
 def _subprotocols(offered: Any) -> tuple[bool, str | None, str | None]:

@@ -1,0 +1,116 @@
+"""The registry the official-client compatibility suite serves (``tests/compat/``).
+
+``perdure serve tests.compat_app:registry``: every actor of the seed examples
+(``examples.app``) under its own name, plus a few actors the examples do not have:
+
+- ``compatCounter``: ``increment(by=1)`` broadcasts ``newCount``; ``getState``;
+  ``fail()`` raises a :class:`~perdure.UserError` with a code and metadata; ``crash()``
+  raises an unexpected exception (the client must see only a generic message);
+  ``whoami()`` returns the caller's connection params and conn state; ``echo(value)``;
+  ``sample()`` returns values built in Python (big ints, bytes, a set, ``$`` arrays);
+  ``getInput()`` returns the creation input; ``identity()`` returns ``{actorId, key}``
+  (to tell which actor a key reached); ``sleepNow()`` puts the actor to sleep, which
+  closes its connections (the client reconnects and re-subscribes); ``odd name/ü%`` and
+  ``math.add(a, b)`` test action names.
+- ``compatWorker``: a completable queue ``jobs`` (each message is completed with
+  ``body * 2``, so ``send(..., {wait: true})`` answers ``completed``) and a queue
+  ``parked`` that nothing reads (so a waiting send times out).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from examples.app import registry as examples_registry
+
+from perdure import ActionContext, ActorContext, UserError, actor, event, queue, setup
+
+
+def _increment(c: ActionContext, by: int = 1) -> int:
+    c.state["count"] += by
+    c.broadcast("newCount", c.state["count"])
+    return int(c.state["count"])
+
+
+def _fail(c: ActionContext) -> None:
+    raise UserError("Not allowed today.", code="not_today", metadata={"why": "test", "n": 1})
+
+
+def _crash(c: ActionContext) -> None:
+    raise RuntimeError("secret internal detail")
+
+
+def _sample(c: ActionContext) -> dict[str, Any]:
+    """Values built in Python that each encoding must bring to JavaScript intact."""
+    return {
+        "text": "héllo ☃ 𝄞",
+        "large": 2**40,
+        "negativeLarge": -(2**40),
+        "maxSafe": 2**53 - 1,
+        "float": 1.5,
+        "integralFloat": 3.0,
+        "big": 2**70,
+        "bytes": bytes([0, 1, 254, 255]),
+        "set": {1, 2},
+        "dollarPair": ["$Set", 1],
+        "dollarText": ["$x", "y"],
+        "nothing": None,
+    }
+
+
+def _whoami(c: ActionContext) -> Any:
+    if c.conn is None:
+        return None
+    return {"params": c.conn.params, "state": c.conn.state}
+
+
+def _conn_state(c: ActorContext, params: Any) -> Any:
+    return {"user": params.get("user", "anon") if isinstance(params, dict) else "anon"}
+
+
+def _create_state(c: ActorContext, input: Any) -> dict[str, Any]:
+    return {"count": 0, "input": input}
+
+
+compat_counter = actor(
+    create_state=_create_state,
+    events={"newCount": event()},
+    create_conn_state=_conn_state,
+    actions={
+        "increment": _increment,
+        "getState": lambda c: c.state,
+        "fail": _fail,
+        "crash": _crash,
+        "whoami": _whoami,
+        "echo": lambda c, value: value,
+        "sample": _sample,
+        "getInput": lambda c: c.state["input"],
+        "identity": lambda c: {"actorId": c.actor_id, "key": c.key},
+        "sleepNow": lambda c: c.sleep(),
+        # Names the client must percent-encode in the path, and a nested action ("math.add").
+        "odd name/ü%": lambda c: "odd",
+        "math": {"add": lambda c, a, b: a + b},
+    },
+)
+
+
+async def _work(c: ActorContext) -> None:
+    async for message in c.queue.iter("jobs", completable=True):
+        c.state["done"] += message.body
+        await message.complete(message.body * 2)
+
+
+compat_worker = actor(
+    state={"done": 0},
+    queues={"jobs": queue(int), "parked": queue()},
+    actions={"getState": lambda c: c.state},
+    run=_work,
+)
+
+registry = setup(
+    use={
+        **examples_registry.actors,
+        "compatCounter": compat_counter,
+        "compatWorker": compat_worker,
+    }
+)
