@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from examples.cron import cron_actor
 from examples.progress import progress_actor
 from examples.setup_teardown import setup_run_teardown_actor
 from perdure import setup
@@ -10,5 +11,6 @@ registry = setup(
     use={
         "progressActor": progress_actor,
         "setupRunTeardownActor": setup_run_teardown_actor,
+        "cronActor": cron_actor,
     }
 )

@@ -14,12 +14,19 @@ from perdure.errors import (
     InternalError,
     InvalidRequest,
     PerdureError,
+    ScheduleError,
     StateNotSerializable,
     UserError,
 )
 from perdure.registry import Registry, setup
 from perdure.runtime.context import ActionContext, ActorContext
 from perdure.runtime.runtime import ActorRuntime
+from perdure.runtime.schedule_info import (
+    CronFire,
+    CronJobInfo,
+    ScheduledEventInfo,
+    ScheduledFireInfo,
+)
 from perdure.workflow.context import Loop, StepContext, WorkflowContext
 from perdure.workflow.errors import CriticalError
 
@@ -39,11 +46,16 @@ __all__ = [
     "ActorOptions",
     "ActorRuntime",
     "CriticalError",
+    "CronFire",
+    "CronJobInfo",
     "InternalError",
     "InvalidRequest",
     "Loop",
     "PerdureError",
     "Registry",
+    "ScheduleError",
+    "ScheduledEventInfo",
+    "ScheduledFireInfo",
     "StateNotSerializable",
     "StepContext",
     "UserError",

@@ -67,6 +67,8 @@ class ActorOptions:
     max_queue_size: int = 1000
     max_queue_message_size: int = 65536
     max_schedules: int = 1000
+    # The shortest `c.cron.every` interval (seconds); lower it for tests and demos.
+    min_cron_interval: float = 5.0
 
     @classmethod
     def build(cls, actor_name: str, value: ActorOptions | Mapping[str, Any] | None) -> ActorOptions:

@@ -7,6 +7,7 @@ same address and the server finds its data again.
 from __future__ import annotations
 
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -23,11 +24,21 @@ STOP_TIMEOUT = 20.0
 
 
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+    """A free TCP port on 127.0.0.1 below the kernel's ephemeral range.
+
+    A port from the ephemeral range (what binding port 0 gives) can be picked as the
+    source port of a client reconnecting to it while the server is down, and the socket
+    then connects to itself.
+    """
+    for _ in range(200):
+        port = random.randrange(20000, 32000)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free port found")
 
 
 class ServerProcess:

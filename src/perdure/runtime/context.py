@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     from perdure.runtime.instance import ActorInstance
     from perdure.runtime.local import LocalClient
     from perdure.runtime.queue import QueueReceiver
+    from perdure.runtime.schedule_api import ActorCron, ActorSchedule
 
 __all__ = ["AbortSignal", "ActionContext", "ActorContext"]
 
@@ -120,6 +121,20 @@ class ActorContext:
         if queue is None:
             raise QueueError(f"Actor `{self._instance.name}` has no queues.", code="not_configured")
         return QueueReceiver(queue, self._instance)
+
+    @property
+    def schedule(self) -> ActorSchedule:
+        """One-shot scheduled actions: ``after``, ``at``, ``get``, ``list``, ``cancel``."""
+        from perdure.runtime.schedule_api import ActorSchedule
+
+        return ActorSchedule(self._instance.schedules)
+
+    @property
+    def cron(self) -> ActorCron:
+        """Recurring jobs: ``every``, ``set``, ``get``, ``list``, ``delete``, ``history``."""
+        from perdure.runtime.schedule_api import ActorCron
+
+        return ActorCron(self._instance.schedules)
 
     async def save_state(self, *, immediate: bool = False) -> None:
         """Persist the state: ``immediate=True`` waits until it is durable."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import inspect
 import logging
 import uuid
@@ -32,6 +33,7 @@ from perdure.errors import (
 from perdure.runtime.connections import Connection, Transport
 from perdure.runtime.context import AbortSignal, ActionContext, ActorContext
 from perdure.runtime.queue import ActorQueue
+from perdure.runtime.schedule import ScheduleManager
 from perdure.runtime.tasks import TaskOwner
 from perdure.store.base import ActorCommit, ActorRecord
 from perdure.store.codec import decode_value, encode_value
@@ -91,7 +93,8 @@ class ActorInstance:
         self._last_state: bytes | None = record.state
         self._pending = ActorCommit(record.actor_id)
         self._next_flush: asyncio.Future[None] | None = None
-        self._committing = False
+        self._last_commit: asyncio.Future[None] | None = None
+        self._poisoned = False
         # Activity that keeps the actor awake.
         self._active = 0
         self._sleep_timer: asyncio.TimerHandle | None = None
@@ -105,6 +108,7 @@ class ActorInstance:
         # Alarms by source ("workflow", "schedule"); the earliest is the stored wake_at.
         self._alarms: dict[str, int] = {}
         self._wake_at = record.wake_at
+        self.schedules = ScheduleManager(self)
 
     # ----------------------------------------------------------------- lifecycle
 
@@ -116,6 +120,7 @@ class ActorInstance:
             self.queue = ActorQueue(self, records)
         if self._wake_at is not None and self._wake_at <= self.runtime.clock.now_ms():
             self._write_wake_at(None)  # due alarms are handled now; sources re-arm what's left
+        await self.schedules.load()  # before on_create/on_wake, which may upsert jobs
         if not self.record.initialized:
             actor_input = None if self.record.input is None else decode_value(self.record.input)
             if "create_state" in hooks:
@@ -139,6 +144,7 @@ class ActorInstance:
             await call_hook(hooks["on_wake"], self.context)
         self.status = "running"
         self._start_run()
+        self.schedules.start()  # drains overdue jobs (after on_wake), then fires on time
         self._maybe_arm_sleep()
 
     def request_stop(self, reason: StopReason) -> None:
@@ -177,6 +183,19 @@ class ActorInstance:
                 await self.request_flush()
         except Exception:
             self.log.exception("stopping the actor failed")
+        finally:
+            self.status = "stopped"
+            if not self.stopped.done():
+                self.stopped.set_result(None)
+
+    async def crash(self) -> None:
+        """Drop the instance without hooks or a final flush: after a failed write memory
+        may be ahead of the store; the next request wakes the actor from stored data."""
+        try:
+            for conn in list(self.conns.values()):
+                conn.transport.close(1011, "actor.restarting")
+                self.conns.pop(conn.id, None)
+            await self.tasks.close(timeout=1.0)
         finally:
             self.status = "stopped"
             if not self.stopped.done():
@@ -415,12 +434,24 @@ class ActorInstance:
         return self._pending
 
     def request_flush(self) -> asyncio.Future[None]:
-        """A future that resolves when everything done so far is durable."""
+        """A future that resolves when everything done so far is durable.
+
+        Flushes requested in the same event-loop tick share one commit.
+        """
         if self._next_flush is None:
             self._next_flush = asyncio.get_running_loop().create_future()
-            if not self._committing:
-                asyncio.get_running_loop().call_soon(self._start_flush)
+            asyncio.get_running_loop().call_soon(self._start_flush)
         return self._next_flush
+
+    def flush_now(self) -> asyncio.Future[None]:
+        """Like :meth:`request_flush`, but submit at once (a workflow step's commit)."""
+        if self._next_flush is None:
+            # No tick-end flush is scheduled: start one now without scheduling it.
+            self._next_flush = waiter = asyncio.get_running_loop().create_future()
+        else:
+            waiter = self._next_flush
+        self._start_flush()
+        return waiter
 
     def _start_flush(self) -> None:
         waiter, self._next_flush = self._next_flush, None
@@ -437,13 +468,28 @@ class ActorInstance:
         except PerdureError as exc:
             self._pending = commit  # nothing was written: keep its other writes for later
             self._fail(waiter, exc)
+            self._poison(exc)
             return
         if commit.is_empty():
-            if not waiter.done():
-                waiter.set_result(None)
+            # Nothing new to write, but what the caller read may still be in flight.
+            previous = self._last_commit
+            if previous is None or previous.done():
+                if not waiter.done():
+                    waiter.set_result(None)
+            else:
+                previous.add_done_callback(functools.partial(self._commit_done, waiter))
             return
-        self._committing = True
-        self.runtime.spawn(self._commit(commit, waiter), name=f"commit {self.actor_id}")
+        if commit.state is not None:
+            self._last_state = commit.state
+        try:
+            future = self.runtime.store.submit(commit)
+        except Exception as exc:
+            self._fail(waiter, exc)
+            self._poison(exc)
+            return
+        # Several commits may be in flight: the store applies them in submission order.
+        self._last_commit = future
+        future.add_done_callback(functools.partial(self._commit_done, waiter))
 
     def _add_state(self, commit: ActorCommit) -> None:
         data = encode_value(self.state, what="state", owner=f"{self.name}/{self.actor_id}")
@@ -456,28 +502,34 @@ class ActorInstance:
                 except Exception:
                     self.log.exception("on_state_change failed")
 
-    async def _commit(self, commit: ActorCommit, waiter: asyncio.Future[None]) -> None:
-        try:
-            await self.runtime.store.commit(commit)
-        except BaseException as exc:
-            self._fail(waiter, exc)
-            if isinstance(exc, asyncio.CancelledError):
-                raise
-        else:
-            if commit.state is not None:
-                self._last_state = commit.state
+    def _commit_done(self, waiter: asyncio.Future[None], future: asyncio.Future[None]) -> None:
+        error = ActorAborted() if future.cancelled() else future.exception()
+        if error is None:
             if not waiter.done():
                 waiter.set_result(None)
-        finally:
-            self._committing = False
-            if self._next_flush is not None:
-                self._start_flush()
+            return
+        self._fail(waiter, error)
+        self._poison(error)
 
     def _fail(self, waiter: asyncio.Future[None], exc: BaseException) -> None:
-        if isinstance(exc, ActorNotFound) and self.status == "running":
-            self.log.warning("the actor's data is gone; stopping")
         if not waiter.done():
             waiter.set_exception(exc if isinstance(exc, Exception) else ActorAborted())
+
+    def _poison(self, error: BaseException) -> None:
+        """After a failed write, memory is ahead of the store: restart from stored data."""
+        if self._poisoned:
+            return
+        self._poisoned = True
+        if isinstance(error, ActorNotFound):
+            self.log.warning("the actor's data is gone; stopping")
+        else:
+            self.log.error("a write failed; the actor restarts from its stored state: %s", error)
+        if self.status == "running":
+            # Stop taking calls now (they wait for the next instance), then drop this one.
+            self.status = "stopping"
+            self._cancel_sleep_timer()
+            self.abort.fire()
+            self.runtime.spawn(self.runtime.drop_instance(self), name=f"drop {self.actor_id}")
 
     # -------------------------------------------------------- activity & sleep
 

@@ -261,6 +261,15 @@ class ActorRuntime:
                 del self._live[instance.actor_id]
             _log.debug("%s %s/%s", _STOPPED.get(reason, reason), instance.name, instance.actor_id)
 
+    async def drop_instance(self, instance: ActorInstance) -> None:
+        """Forget an instance whose writes failed (see ``ActorInstance.crash``)."""
+        try:
+            await instance.crash()
+        finally:
+            if self._live.get(instance.actor_id) is instance:
+                del self._live[instance.actor_id]
+            _log.debug("dropped %s/%s after a failed write", instance.name, instance.actor_id)
+
     async def sleep_actor(self, actor_id: str) -> None:
         """Put an awake actor to sleep now and wait until it is asleep."""
         instance = self._live.get(actor_id)

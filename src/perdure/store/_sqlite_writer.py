@@ -29,7 +29,7 @@ from typing import Any
 from perdure.errors import ActorAlreadyExists, InternalError
 from perdure.keys import serialize_key
 from perdure.store._shared import StoreClosed, actor_id_taken, actor_missing
-from perdure.store.base import ActorCommit, ActorRecord
+from perdure.store.base import ActorCommit, ActorRecord, ScheduleFireRecord, ScheduleRecord
 from perdure.store.migrations import apply_sqlite_migrations
 
 __all__ = [
@@ -146,6 +146,17 @@ _HISTORY_PUT_SQL = (
     " ON CONFLICT (actor_id, location) DO UPDATE SET entry = excluded.entry"
 )
 _HISTORY_DELETE_SQL = "DELETE FROM workflow_history WHERE actor_id = ? AND location = ?"
+_SCHEDULE_PUT_SQL = (
+    "INSERT OR REPLACE INTO schedules (actor_id, id, kind, action, args, run_at, created_at,"
+    " name, expression, timezone, interval_ms, max_history, last_run_at, fire_seq,"
+    " running_seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+_SCHEDULE_DELETE_SQL = "DELETE FROM schedules WHERE actor_id = ? AND id = ?"
+_FIRE_PUT_SQL = (
+    "INSERT OR REPLACE INTO schedule_fires (actor_id, name, seq, action, scheduled_at,"
+    " fired_at, result, finished_at, error) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+_FIRE_PRUNE_SQL = "DELETE FROM schedule_fires WHERE actor_id = ? AND name = ? AND seq <= ?"
 
 
 def _update_sql(columns: tuple[str, ...]) -> str:
@@ -166,6 +177,7 @@ class CommitOp(WriteOp):
         "history_put",
         "queue_delete",
         "queue_put",
+        "schedule_writes",
         "update_params",
         "update_sql",
     )
@@ -180,6 +192,7 @@ class CommitOp(WriteOp):
         self.queue_delete = [(actor_id, message_id) for message_id in commit.queue_delete]
         self.history_put = [(actor_id, loc, entry) for loc, entry in commit.history_put.items()]
         self.history_delete = [(actor_id, loc) for loc in commit.history_delete]
+        self.schedule_writes = _schedule_writes(commit)
 
     def apply(self, db: sqlite3.Connection) -> None:
         # The actor row goes first: if it is missing, nothing of this commit is written.
@@ -198,6 +211,39 @@ class CommitOp(WriteOp):
             db.executemany(_HISTORY_PUT_SQL, self.history_put)
         if self.history_delete:
             db.executemany(_HISTORY_DELETE_SQL, self.history_delete)
+        for sql, rows in self.schedule_writes:
+            db.executemany(sql, rows)
+
+
+def _schedule_writes(commit: ActorCommit) -> list[tuple[str, list[tuple[Any, ...]]]]:
+    """The schedule statements of a commit, in contract order: deletes and prunes first."""
+    if not (commit.schedule_put or commit.schedule_delete or commit.fire_put or commit.fire_prune):
+        return []
+    actor_id = commit.actor_id
+    writes: list[tuple[str, list[tuple[Any, ...]]]] = []
+    if commit.schedule_delete:
+        writes.append((_SCHEDULE_DELETE_SQL, [(actor_id, i) for i in commit.schedule_delete]))
+    if commit.schedule_put:
+        schedules = [(actor_id, *_schedule_row(s)) for s in commit.schedule_put.values()]
+        writes.append((_SCHEDULE_PUT_SQL, schedules))
+    if commit.fire_prune:
+        writes.append((_FIRE_PRUNE_SQL, [(actor_id, n, seq) for n, seq in commit.fire_prune]))
+    if commit.fire_put:
+        fires = [(actor_id, *_fire_row(f)) for f in commit.fire_put]
+        writes.append((_FIRE_PUT_SQL, fires))
+    return writes
+
+
+def _schedule_row(s: ScheduleRecord) -> tuple[Any, ...]:
+    """A schedule's columns after ``actor_id``, in ``_SCHEDULE_PUT_SQL`` order."""
+    cadence = (s.expression, s.timezone, s.interval_ms)
+    progress = (s.max_history, s.last_run_at, s.fire_seq, s.running_seq)
+    return (s.id, s.kind, s.action, s.args, s.run_at, s.created_at, s.name, *cadence, *progress)
+
+
+def _fire_row(f: ScheduleFireRecord) -> tuple[Any, ...]:
+    """A fire's columns after ``actor_id``, in ``_FIRE_PUT_SQL`` order."""
+    return (f.name, f.seq, f.action, f.scheduled_at, f.fired_at, f.result, f.finished_at, f.error)
 
 
 def _actor_changes(commit: ActorCommit) -> tuple[tuple[str, ...], list[object]]:
@@ -223,7 +269,7 @@ def _actor_changes(commit: ActorCommit) -> tuple[tuple[str, ...], list[object]]:
 
 
 class DeleteOp(WriteOp):
-    """Delete an actor and its queue and history; the result says if it existed."""
+    """Delete an actor and all its rows; the result says if it existed."""
 
     __slots__ = ("actor_id",)
 
@@ -236,6 +282,8 @@ class DeleteOp(WriteOp):
         self.result = db.execute("DELETE FROM actors WHERE actor_id = ?", params).rowcount > 0
         db.execute("DELETE FROM queue_messages WHERE actor_id = ?", params)
         db.execute("DELETE FROM workflow_history WHERE actor_id = ?", params)
+        db.execute("DELETE FROM schedules WHERE actor_id = ?", params)
+        db.execute("DELETE FROM schedule_fires WHERE actor_id = ?", params)
 
 
 class CallOp(WriteOp):

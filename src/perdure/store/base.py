@@ -5,10 +5,11 @@ fail are decided in ``perdure.runtime`` and ``perdure.workflow``. Values arrive 
 encoded (``bytes``, see :mod:`perdure.store.codec`); the store never decodes them.
 
 Unit of atomicity: one :class:`ActorCommit`. Every field of a commit (state, queue
-messages added and removed, workflow history entries written and deleted, the alarm
-``wake_at``) is applied all together or not at all. A backend may put the commits of many
-actors into one database transaction (group commit) but must isolate their failures: a
-commit that fails (for instance because its actor was deleted) fails alone.
+messages added and removed, workflow history entries written and deleted, schedules and
+their fire history written and deleted, the alarm ``wake_at``) is applied all together or
+not at all. A backend may put the commits of many actors into one database transaction
+(group commit) but must isolate their failures: a commit that fails (for instance because
+its actor was deleted) fails alone.
 
 Durability: when an awaited write method returns, its effect survives a crash of the
 process (``kill -9``). Surviving power loss as well is the ``durability="power"`` mode of a
@@ -20,6 +21,7 @@ Times are integers in milliseconds since the Unix epoch.
 
 from __future__ import annotations
 
+import asyncio
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Literal
@@ -31,6 +33,8 @@ __all__ = [
     "ActorRecord",
     "Durability",
     "QueueMessageRecord",
+    "ScheduleFireRecord",
+    "ScheduleRecord",
     "Store",
 ]
 
@@ -63,6 +67,52 @@ class QueueMessageRecord:
     created_at: int
 
 
+@dataclass(frozen=True, slots=True)
+class ScheduleRecord:
+    """One scheduled job of an actor: a one-shot (``kind="at"``) or a recurring job.
+
+    ``id`` is unique per actor (a UUID for one-shots, ``"cron:" + name`` for recurring
+    jobs). ``args`` is the encoded list of configured arguments; ``run_at`` the next due
+    time. Recurring jobs carry their cadence (``expression`` and ``timezone`` for
+    ``kind="cron"``, ``interval_ms`` for ``kind="every"``), ``max_history``, the time of
+    their last fire, ``fire_seq`` (the sequence number of the last fire recorded) and
+    ``running_seq`` (the fire in progress, if any: a crash leaves it set).
+    """
+
+    id: str
+    kind: str
+    action: str
+    args: bytes
+    run_at: int
+    created_at: int
+    name: str | None = None
+    expression: str | None = None
+    timezone: str | None = None
+    interval_ms: int | None = None
+    max_history: int = 0
+    last_run_at: int | None = None
+    fire_seq: int = 0
+    running_seq: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleFireRecord:
+    """One fire of a recurring job, keyed by ``(name, seq)``; ``seq`` grows per job.
+
+    ``result`` is ``"running"``, ``"ok"``, ``"error"`` or ``"skipped"``; ``error`` is the
+    encoded ``{group, code, message}`` of a failed fire.
+    """
+
+    name: str
+    seq: int
+    action: str
+    scheduled_at: int
+    fired_at: int
+    result: str
+    finished_at: int | None = None
+    error: bytes | None = None
+
+
 @dataclass(slots=True)
 class ActorCommit:
     """Everything one actor wants written atomically. ``None`` fields are left unchanged.
@@ -70,6 +120,13 @@ class ActorCommit:
     ``set_wake_at`` says whether ``wake_at`` is written (``wake_at=None`` then clears the
     alarm). ``history_put`` maps a workflow location (``"loop/~3/step"``) to its encoded
     entry; ``history_delete`` lists locations to remove.
+
+    ``schedule_put`` maps a schedule id to its record (insert or replace);
+    ``schedule_delete`` lists schedule ids to remove. ``fire_put`` inserts or replaces
+    fire records by ``(name, seq)``, in list order (the last of equal keys wins);
+    ``fire_prune`` lists ``(name, up_to_seq)``: remove that job's fires with
+    ``seq <= up_to_seq``. Deletes and prunes apply before puts, so a commit that deletes a
+    job and creates one of the same name keeps the new one.
     """
 
     actor_id: str
@@ -83,6 +140,10 @@ class ActorCommit:
     queue_delete: list[int] = field(default_factory=list)
     history_put: dict[str, bytes] = field(default_factory=dict)
     history_delete: list[str] = field(default_factory=list)
+    schedule_put: dict[str, ScheduleRecord] = field(default_factory=dict)
+    schedule_delete: list[str] = field(default_factory=list)
+    fire_put: list[ScheduleFireRecord] = field(default_factory=list)
+    fire_prune: list[tuple[str, int]] = field(default_factory=list)
 
     def is_empty(self) -> bool:
         """True when the commit would write nothing."""
@@ -96,6 +157,10 @@ class ActorCommit:
             and not self.queue_delete
             and not self.history_put
             and not self.history_delete
+            and not self.schedule_put
+            and not self.schedule_delete
+            and not self.fire_put
+            and not self.fire_prune
         )
 
 
@@ -140,9 +205,19 @@ class Store(ABC):
         puts overwrite and deletes of missing rows are no-ops. Durable when it returns.
         """
 
+    def submit(self, commit: ActorCommit) -> asyncio.Future[None]:
+        """Start :meth:`commit` now; return a future of its outcome (called on the loop).
+
+        Same guarantees as :meth:`commit`. Several commits of one actor may be in flight at
+        once: they are applied in the order they were submitted. Backends override this
+        when they can queue a commit without starting a task.
+        """
+        return asyncio.ensure_future(self.commit(commit))
+
     @abstractmethod
     async def delete_actor(self, actor_id: str) -> bool:
-        """Delete the actor and all its data (queue, history). False if it did not exist."""
+        """Delete the actor and all its data (queue, workflow history, schedules and their
+        fire history). False if it did not exist."""
 
     @abstractmethod
     async def list_actors(
@@ -161,6 +236,17 @@ class Store(ABC):
     @abstractmethod
     async def load_history(self, actor_id: str) -> dict[str, bytes]:
         """All workflow history entries of an actor, by location."""
+
+    @abstractmethod
+    async def load_schedules(self, actor_id: str) -> list[ScheduleRecord]:
+        """All scheduled jobs (one-shot and recurring) of an actor, ordered by id."""
+
+    @abstractmethod
+    async def load_fire_history(
+        self, actor_id: str, name: str, limit: int
+    ) -> list[ScheduleFireRecord]:
+        """The newest ``limit`` fires of the actor's recurring job ``name``, newest first
+        (by ``seq``). ``[]`` when ``limit <= 0`` or the job has none."""
 
     @abstractmethod
     async def due_actors(self, until: int, limit: int) -> list[tuple[str, int]]:

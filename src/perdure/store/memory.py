@@ -13,7 +13,14 @@ import dataclasses
 from perdure.errors import ActorAlreadyExists
 from perdure.keys import Key
 from perdure.store._shared import StoreClosed, actor_id_taken, actor_missing, normalize_record
-from perdure.store.base import ActorCommit, ActorRecord, QueueMessageRecord, Store
+from perdure.store.base import (
+    ActorCommit,
+    ActorRecord,
+    QueueMessageRecord,
+    ScheduleFireRecord,
+    ScheduleRecord,
+    Store,
+)
 
 __all__ = ["MemoryStore"]
 
@@ -31,6 +38,9 @@ class MemoryStore(Store):
         self._by_key: dict[tuple[str, Key], str] = {}
         self._queues: dict[str, dict[int, QueueMessageRecord]] = {}
         self._history: dict[str, dict[str, bytes]] = {}
+        self._schedules: dict[str, dict[str, ScheduleRecord]] = {}
+        # actor id -> job name -> seq -> fire
+        self._fires: dict[str, dict[str, dict[int, ScheduleFireRecord]]] = {}
 
     async def open(self) -> None:
         """Mark the store usable. Idempotent."""
@@ -85,9 +95,29 @@ class MemoryStore(Store):
                 history[location] = bytes(entry)
             for location in commit.history_delete:
                 history.pop(location, None)
+        if commit.schedule_put or commit.schedule_delete:
+            schedules = self._schedules.setdefault(commit.actor_id, {})
+            for schedule_id in commit.schedule_delete:
+                schedules.pop(schedule_id, None)
+            for schedule_id, schedule in commit.schedule_put.items():
+                schedules[schedule_id] = dataclasses.replace(schedule, args=bytes(schedule.args))
+        if commit.fire_put or commit.fire_prune:
+            self._apply_fires(commit)
+
+    def _apply_fires(self, commit: ActorCommit) -> None:
+        jobs = self._fires.setdefault(commit.actor_id, {})
+        for name, up_to in commit.fire_prune:
+            fires = jobs.get(name, {})
+            for seq in [seq for seq in fires if seq <= up_to]:
+                del fires[seq]
+            if not fires:
+                jobs.pop(name, None)
+        for fire in commit.fire_put:
+            error = None if fire.error is None else bytes(fire.error)
+            jobs.setdefault(fire.name, {})[fire.seq] = dataclasses.replace(fire, error=error)
 
     async def delete_actor(self, actor_id: str) -> bool:
-        """Delete the actor with its queue and history; ``False`` if it did not exist."""
+        """Delete the actor with all its data; ``False`` if it did not exist."""
         self._check_open()
         record = self._actors.pop(actor_id, None)
         if record is None:
@@ -95,6 +125,8 @@ class MemoryStore(Store):
         del self._by_key[(record.name, record.key)]
         self._queues.pop(actor_id, None)
         self._history.pop(actor_id, None)
+        self._schedules.pop(actor_id, None)
+        self._fires.pop(actor_id, None)
         return True
 
     async def list_actors(
@@ -129,6 +161,22 @@ class MemoryStore(Store):
         """A copy of the actor's workflow history, by location."""
         self._check_open()
         return dict(self._history.get(actor_id, {}))
+
+    async def load_schedules(self, actor_id: str) -> list[ScheduleRecord]:
+        """All scheduled jobs of an actor, ordered by id."""
+        self._check_open()
+        schedules = self._schedules.get(actor_id, {})
+        return [schedules[schedule_id] for schedule_id in sorted(schedules)]
+
+    async def load_fire_history(
+        self, actor_id: str, name: str, limit: int
+    ) -> list[ScheduleFireRecord]:
+        """The newest ``limit`` fires of job ``name``, newest first."""
+        self._check_open()
+        if limit <= 0:
+            return []
+        fires = self._fires.get(actor_id, {}).get(name, {})
+        return [fires[seq] for seq in sorted(fires, reverse=True)[:limit]]
 
     async def due_actors(self, until: int, limit: int) -> list[tuple[str, int]]:
         """Actors whose alarm is at or before ``until``, earliest first (ties by id).

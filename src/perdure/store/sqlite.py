@@ -33,6 +33,8 @@ from perdure.store.base import (
     ActorRecord,
     Durability,
     QueueMessageRecord,
+    ScheduleFireRecord,
+    ScheduleRecord,
     Store,
 )
 
@@ -47,6 +49,15 @@ _GET_ACTOR = f"SELECT {_ACTOR_COLUMNS} FROM actors WHERE actor_id = ?"
 _FIND_ACTOR = f"SELECT {_ACTOR_COLUMNS} FROM actors WHERE name = ? AND key = ?"
 _LOAD_QUEUE = "SELECT id, name, body, created_at FROM queue_messages WHERE actor_id = ? ORDER BY id"
 _LOAD_HISTORY = "SELECT location, entry FROM workflow_history WHERE actor_id = ?"
+_LOAD_SCHEDULES = (
+    "SELECT id, kind, action, args, run_at, created_at, name, expression, timezone,"
+    " interval_ms, max_history, last_run_at, fire_seq, running_seq"
+    " FROM schedules WHERE actor_id = ? ORDER BY id"
+)
+_LOAD_FIRES = (
+    "SELECT name, seq, action, scheduled_at, fired_at, result, finished_at, error"
+    " FROM schedule_fires WHERE actor_id = ? AND name = ? ORDER BY seq DESC LIMIT ?"
+)
 # `wake_at IS NOT NULL` lets SQLite use the partial index actors_wake_at.
 _DUE_ACTORS = (
     "SELECT actor_id, wake_at FROM actors WHERE wake_at IS NOT NULL AND wake_at <= ?"
@@ -127,8 +138,12 @@ class SQLiteStore(Store):
         """Apply ``commit`` atomically; its contents are copied before this returns control."""
         await self._submit(CommitOp(self._new_future(), commit))
 
+    def submit(self, commit: ActorCommit) -> asyncio.Future[None]:
+        """Queue ``commit`` for the writer now; the future settles when it is durable."""
+        return self._submit(CommitOp(self._new_future(), commit))
+
     async def delete_actor(self, actor_id: str) -> bool:
-        """Delete the actor with its queue and history; ``False`` if it did not exist."""
+        """Delete the actor with all its data; ``False`` if it did not exist."""
         existed: bool = await self._submit(DeleteOp(self._new_future(), actor_id))
         return existed
 
@@ -201,6 +216,19 @@ class SQLiteStore(Store):
     async def load_history(self, actor_id: str) -> dict[str, bytes]:
         """All workflow history entries of an actor, by location."""
         return dict(self._rows(_LOAD_HISTORY, (actor_id,)))
+
+    async def load_schedules(self, actor_id: str) -> list[ScheduleRecord]:
+        """All scheduled jobs of an actor, ordered by id."""
+        return [ScheduleRecord(*row) for row in self._rows(_LOAD_SCHEDULES, (actor_id,))]
+
+    async def load_fire_history(
+        self, actor_id: str, name: str, limit: int
+    ) -> list[ScheduleFireRecord]:
+        """The newest ``limit`` fires of job ``name``, newest first."""
+        if limit <= 0:
+            return []  # SQLite reads LIMIT -1 as "no limit"
+        rows = self._rows(_LOAD_FIRES, (actor_id, name, limit))
+        return [ScheduleFireRecord(*row) for row in rows]
 
     async def due_actors(self, until: int, limit: int) -> list[tuple[str, int]]:
         """``(actor_id, wake_at)`` of actors due by ``until``, earliest first (ties by id)."""

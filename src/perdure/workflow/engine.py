@@ -163,7 +163,7 @@ class WorkflowRunner:
     async def commit(self) -> None:
         """Stage history changes and wait until they (and the state) are durable."""
         self.stage()
-        await self.instance.request_flush()
+        await self.instance.flush_now()
         if self._deferred_events:
             events, self._deferred_events = self._deferred_events, []
             self.deliver(events)

@@ -1,0 +1,113 @@
+"""Shared pieces of the runtime tests: store backends, runtimes, and bounded waiting.
+
+Every runtime test runs on the memory store, on a real SQLite file and on PostgreSQL. A
+:class:`StoreFactory` hands out store objects over one backing database, so a test can
+"restart" by stopping a runtime and starting another one on a *new* store object that
+finds the same data (for SQLite: a new ``SQLiteStore`` on the same path; for PostgreSQL:
+a new ``PostgresStore`` on the test's schema).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Literal
+
+from perdure.registry import Registry
+from perdure.runtime.runtime import ActorRuntime
+from perdure.store import MemoryStore, SQLiteStore, Store
+from perdure.store.codec import decode_value
+
+from ..support.postgres import new_schema_name, postgres_store
+
+__all__ = [
+    "WAIT",
+    "RuntimeFactory",
+    "StoreFactory",
+    "StoreKind",
+    "eventually",
+    "read_state_from_disk",
+    "stored_state",
+]
+
+StoreKind = Literal["memory", "sqlite", "postgres"]
+
+# The longest any test waits for something to happen: generous for a loaded CI machine,
+# short enough that a hang fails fast instead of eating the suite's time budget.
+WAIT = 5.0
+
+
+class StoreFactory:
+    """New store objects over one backing database (see the module docstring)."""
+
+    def __init__(self, kind: StoreKind, directory: Path) -> None:
+        self.kind = kind
+        self.path = directory / "perdure.db"
+        # A MemoryStore keeps its data across close()/open(), but not across objects:
+        # "reopening" it means opening the same object again.
+        self._memory = MemoryStore()
+        # For PostgreSQL: this test's own schema, dropped by the fixture afterwards.
+        self.schema = new_schema_name()
+
+    def __call__(self) -> Store:
+        if self.kind == "memory":
+            return self._memory
+        if self.kind == "postgres":
+            return postgres_store(self.schema)
+        return SQLiteStore(self.path)
+
+
+class RuntimeFactory:
+    """Starts runtimes for a test and stops whatever the test left running."""
+
+    def __init__(self, stores: StoreFactory) -> None:
+        self.stores = stores
+        self._started: list[ActorRuntime] = []
+
+    async def __call__(self, registry: Registry, store: Store | None = None) -> ActorRuntime:
+        """A started runtime on ``store`` (default: a new store over the test's database)."""
+        runtime = ActorRuntime(registry, store if store is not None else self.stores())
+        await runtime.start()
+        self._started.append(runtime)
+        return runtime
+
+    async def close(self) -> None:
+        """Stop every runtime (``stop`` is idempotent, so stopped ones are no-ops)."""
+        for runtime in self._started:
+            async with asyncio.timeout(WAIT):
+                await runtime.stop()
+
+
+async def eventually(
+    predicate: Callable[[], bool], *, timeout: float = WAIT, what: str = "condition"
+) -> None:
+    """Poll ``predicate`` until it holds; fail the test after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        await asyncio.sleep(0.005)
+
+
+async def stored_state(runtime: ActorRuntime, actor_id: str) -> Any:
+    """The actor's state as the runtime's store holds it (``None`` if never written)."""
+    record = await runtime.store.get_actor(actor_id)
+    assert record is not None, f"actor {actor_id} is not in the store"
+    return None if record.state is None else decode_value(record.state)
+
+
+def read_state_from_disk(path: Path, actor_id: str) -> Any:
+    """The actor's state read through a separate sqlite3 connection (not the store's).
+
+    What this sees is what another process, or this one after ``kill -9``, would find.
+    """
+    db = sqlite3.connect(path)
+    try:
+        row = db.execute("SELECT state FROM actors WHERE actor_id = ?", (actor_id,)).fetchone()
+    finally:
+        db.close()
+    assert row is not None, f"actor {actor_id} is not in {path.name}"
+    return None if row[0] is None else decode_value(row[0])
