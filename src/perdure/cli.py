@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from perdure import __version__
 from perdure.keys import serialize_key
@@ -94,7 +95,9 @@ def _add_store_options(parser: argparse.ArgumentParser) -> None:
         f"(default ./{DEFAULT_DATA_DIR})",
     )
     parser.add_argument(
-        "--store", help="store URL, overrides --data (memory://, sqlite:///path.db, a path)"
+        "--store",
+        help="store URL, overrides --data (memory://, sqlite:///path.db, a path, "
+        "postgresql://user@host/db?schema=name)",
     )
 
 
@@ -255,6 +258,10 @@ def _open(url: str) -> Store:
 def _describe_store(url: str) -> str:
     if url == "memory://":
         return "in memory (nothing survives a restart)"
+    if url.startswith(("postgresql://", "postgres://")):
+        # Host and database only: the URL may carry a password, which must not be logged.
+        parts = urlsplit(url)
+        return f"PostgreSQL {parts.netloc.rpartition('@')[2]}{parts.path}"
     return f"SQLite {url}"
 
 

@@ -19,12 +19,14 @@ from __future__ import annotations
 import asyncio
 import random
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from perdure.client import AsyncActorHandle, TransportError, create_client
+from tests.support.postgres import POSTGRES_URL, drop_schema, new_schema_name, require_postgres
 from tests.support.server import ServerProcess
 
 JOBS = 1000
@@ -55,12 +57,28 @@ async def wait_drained(handle: AsyncActorHandle, timeout: float = 60) -> dict[st
             await asyncio.sleep(0.05)
 
 
-async def test_progress_survives_kill_9(tmp_path: Path) -> None:
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def store_args(request: pytest.FixtureRequest) -> Iterator[list[str]]:
+    """The server's store: SQLite in its data directory, or a fresh PostgreSQL schema."""
+    if request.param == "sqlite":
+        yield []
+        return
+    require_postgres()
+    schema = new_schema_name()
+    separator = "&" if "?" in POSTGRES_URL else "?"
+    try:
+        yield ["--store", f"{POSTGRES_URL}{separator}schema={schema}"]
+    finally:
+        drop_schema(schema)
+
+
+async def test_progress_survives_kill_9(tmp_path: Path, store_args: list[str]) -> None:
     effects = tmp_path / "side-effects.txt"
     server = ServerProcess(
         "tests.crash_app:registry",
         tmp_path / "data",
         env={"PERDURE_SIDE_EFFECTS": str(effects)},
+        extra_args=store_args,
     )
     seed = random.randrange(1 << 30)
     rng = random.Random(seed)

@@ -1,6 +1,7 @@
 """Helper process for the crash test: commit in a loop, print each acknowledged commit.
 
-Usage: ``python crash_writer.py DB_PATH``. Several tasks commit concurrently (so group
+Usage: ``python crash_writer.py STORE`` where STORE is a SQLite path or any store URL
+(``open_store``). Several tasks commit concurrently (so group
 commit batches them); after each ``await store.commit(...)`` returns, the task prints
 ``<actor_id> <step>`` and flushes. The test kills this process with SIGKILL and checks
 that every printed commit is in the database.
@@ -11,12 +12,12 @@ from __future__ import annotations
 import asyncio
 import sys
 
-from perdure.store import ActorCommit, ActorRecord, QueueMessageRecord, SQLiteStore
+from perdure.store import ActorCommit, ActorRecord, QueueMessageRecord, Store, open_store
 
 TASKS = 8
 
 
-async def _writer(store: SQLiteStore, actor_id: str) -> None:
+async def _writer(store: Store, actor_id: str) -> None:
     step = 0
     while True:
         step += 1
@@ -33,7 +34,7 @@ async def _writer(store: SQLiteStore, actor_id: str) -> None:
 
 
 async def main(path: str) -> None:
-    store = SQLiteStore(path)
+    store = open_store(path)
     await store.open()
     for index in range(TASKS):
         await store.create_actor(ActorRecord(f"actor-{index}", "crash", (str(index),), 0))

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from perdure.store import MemoryStore, SQLiteStore, open_store
+from perdure.store.postgres import PostgresStore
 
 
 def test_memory_url() -> None:
@@ -43,7 +44,7 @@ def test_plain_path_is_sqlite(tmp_path: Path) -> None:
     assert isinstance(open_store("relative.db"), SQLiteStore)
 
 
-@pytest.mark.parametrize("url", ["mysql://host/db", "postgresql://localhost/x", "memory:/x://", ""])
+@pytest.mark.parametrize("url", ["mysql://host/db", "redis://localhost/0", "memory:/x://", ""])
 def test_unknown_urls_are_refused(url: str) -> None:
     with pytest.raises(ValueError, match="store URL"):
         open_store(url)
@@ -54,3 +55,29 @@ async def test_a_url_store_opens(tmp_path: Path) -> None:
     await store.open()
     await store.close()
     assert (tmp_path / "opened.db").exists()
+
+
+def test_postgres_urls() -> None:
+    store = open_store("postgresql://me:secret@db.example:5433/app")
+    assert isinstance(store, PostgresStore)
+    assert store.url == "postgresql://me:secret@db.example:5433/app"
+    assert (store.schema, store.pool_min, store.pool_max) == (None, 1, 10)
+    assert store.durability == "process"
+    other = open_store(
+        "postgres://db/app?sslmode=require&schema=tenant_1&pool_max=20&pool_min=2"
+        "&durability=power&connect_timeout=5"
+    )
+    assert isinstance(other, PostgresStore)
+    # perdure's options are taken out; libpq's stay in the URL it gets.
+    assert other.url == "postgres://db/app?sslmode=require&connect_timeout=5"
+    assert (other.schema, other.pool_min, other.pool_max) == ("tenant_1", 2, 20)
+    assert other.durability == "power"
+
+
+def test_postgres_url_errors_do_not_show_the_password() -> None:
+    with pytest.raises(ValueError, match="durability") as caught:
+        open_store("postgresql://me:secret@db/app?durability=sometimes")
+    assert "secret" not in str(caught.value)
+    with pytest.raises(ValueError, match="integers") as caught:
+        open_store("postgresql://me:secret@db/app?pool_max=many")
+    assert "secret" not in str(caught.value)

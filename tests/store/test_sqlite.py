@@ -319,8 +319,11 @@ def _parse(lines: list[str], acknowledged: dict[str, int]) -> None:
         acknowledged[actor_id] = max(acknowledged.get(actor_id, 0), int(step))
 
 
-async def _run_and_kill(path: Path, wanted: int) -> dict[str, int]:
-    """Run the crash writer, read ``wanted`` acknowledgements, SIGKILL it, return them all."""
+async def _run_and_kill(path: Path | str, wanted: int) -> dict[str, int]:
+    """Run the crash writer, read ``wanted`` acknowledgements, SIGKILL it, return them all.
+
+    ``path`` is a SQLite file or a store URL (the PostgreSQL crash test uses this too).
+    """
     process = await asyncio.create_subprocess_exec(
         sys.executable, str(CRASH_WRITER), str(path), stdout=asyncio.subprocess.PIPE
     )

@@ -1,4 +1,7 @@
-"""A workflow test rig: a runtime on a real SQLite file that can be restarted."""
+"""A workflow test rig: a runtime on a real database that can be restarted.
+
+The database is a SQLite file, or a PostgreSQL schema when ``postgres_schema`` is given.
+"""
 
 from __future__ import annotations
 
@@ -8,23 +11,36 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import psycopg
+from psycopg import sql
+
 from perdure import ActorRuntime, Registry
 from perdure.runtime.local import LocalHandle
-from perdure.store import SQLiteStore
+from perdure.store import SQLiteStore, Store
+
+from ..support.postgres import POSTGRES_URL, postgres_store
 
 
 class Rig:
-    """Starts, stops and restarts a runtime on one database file."""
+    """Starts, stops and restarts a runtime on one database."""
 
-    def __init__(self, path: Path, registry: Registry) -> None:
+    def __init__(
+        self, path: Path, registry: Registry, *, postgres_schema: str | None = None
+    ) -> None:
         self.path = path
         self.registry = registry
+        self.postgres_schema = postgres_schema
         self.runtime: ActorRuntime | None = None
+
+    def _store(self) -> Store:
+        if self.postgres_schema is not None:
+            return postgres_store(self.postgres_schema)
+        return SQLiteStore(self.path)
 
     async def start(self, registry: Registry | None = None) -> ActorRuntime:
         if registry is not None:
             self.registry = registry
-        self.runtime = ActorRuntime(self.registry, SQLiteStore(self.path))
+        self.runtime = ActorRuntime(self.registry, self._store())
         await self.runtime.start()
         return self.runtime
 
@@ -48,10 +64,18 @@ class Rig:
         await self.runtime.instance(actor_id)
         return actor_id
 
-    def rows(self, sql: str, *params: Any) -> list[tuple[Any, ...]]:
-        """Read the database directly (a separate connection, as another process would)."""
+    def rows(self, query: str, *params: Any) -> list[tuple[Any, ...]]:
+        """Read the database directly (a separate connection, as another process would).
+
+        ``query`` uses ``?`` placeholders, whatever the database.
+        """
+        if self.postgres_schema is not None:
+            with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+                schema = sql.Identifier(self.postgres_schema)
+                conn.execute(sql.SQL("SET search_path TO {}").format(schema))
+                return list(conn.execute(query.replace("?", "%s"), params))  # type: ignore[arg-type]
         with sqlite3.connect(self.path) as connection:
-            return list(connection.execute(sql, params))
+            return list(connection.execute(query, params))
 
 
 async def eventually(

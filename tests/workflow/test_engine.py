@@ -14,14 +14,24 @@ from perdure import Loop, StepContext, WorkflowContext, setup, workflow
 from perdure.definition import queue
 from perdure.workflow import CriticalError
 
+from ..support.postgres import drop_schema, new_schema_name, require_postgres
 from .rig import Rig, eventually
 
 
-@pytest.fixture
-async def rig(tmp_path: Path) -> AsyncIterator[Rig]:
-    rig = Rig(tmp_path / "wf.db", setup(use={"placeholder": workflow(run=_noop)}))
-    yield rig
-    await rig.stop()
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+async def rig(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Rig]:
+    schema = None
+    if request.param == "postgres":
+        require_postgres()
+        schema = new_schema_name()
+    registry = setup(use={"placeholder": workflow(run=_noop)})
+    rig = Rig(tmp_path / "wf.db", registry, postgres_schema=schema)
+    try:
+        yield rig
+    finally:
+        await rig.stop()
+        if schema is not None:
+            drop_schema(schema)
 
 
 async def _noop(ctx: WorkflowContext) -> None:

@@ -7,7 +7,8 @@ and ``await store.close()`` after.
 from __future__ import annotations
 
 from pathlib import Path
-from urllib.parse import parse_qs, unquote
+from typing import TYPE_CHECKING
+from urllib.parse import parse_qs, parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
 from perdure.store._shared import StoreClosed
 from perdure.store.base import (
@@ -15,10 +16,15 @@ from perdure.store.base import (
     ActorRecord,
     Durability,
     QueueMessageRecord,
+    ScheduleFireRecord,
+    ScheduleRecord,
     Store,
 )
 from perdure.store.memory import MemoryStore
 from perdure.store.sqlite import SQLiteStore
+
+if TYPE_CHECKING:
+    from perdure.store.postgres import PostgresStore
 
 __all__ = [
     "ActorCommit",
@@ -27,12 +33,16 @@ __all__ = [
     "MemoryStore",
     "QueueMessageRecord",
     "SQLiteStore",
+    "ScheduleFireRecord",
+    "ScheduleRecord",
     "Store",
     "StoreClosed",
     "open_store",
 ]
 
 _SQLITE_PREFIX = "sqlite:///"
+_POSTGRES_PREFIXES = ("postgresql://", "postgres://")
+_POSTGRES_OPTIONS = ("schema", "pool_min", "pool_max", "durability")
 
 
 def open_store(url: str) -> Store:
@@ -42,6 +52,10 @@ def open_store(url: str) -> Store:
     - ``sqlite:///relative/path.db`` or ``sqlite:////absolute/path.db`` (the SQLAlchemy
       convention: what follows ``sqlite:///`` is the path), optionally with
       ``?durability=power``;
+    - ``postgresql://user@host:5432/dbname`` (or ``postgres://``) — a
+      :class:`~perdure.store.postgres.PostgresStore` (needs ``perdure[postgres]``), with
+      optional ``schema=``, ``pool_min=``, ``pool_max=`` and ``durability=``; other query
+      parameters (``sslmode=``, ``connect_timeout=`` …) go to libpq unchanged;
     - a plain filesystem path (no ``scheme://``) — a :class:`SQLiteStore` on that file.
 
     Any other scheme raises ``ValueError``.
@@ -50,6 +64,8 @@ def open_store(url: str) -> Store:
         return MemoryStore()
     if url.startswith(_SQLITE_PREFIX):
         return _sqlite_from_url(url)
+    if url.startswith(_POSTGRES_PREFIXES):
+        return _postgres_from_url(url)
     if "://" not in url:
         if not url:
             raise ValueError("An empty store URL names no database.")
@@ -57,7 +73,7 @@ def open_store(url: str) -> Store:
     scheme = url.split("://", 1)[0]
     raise ValueError(
         f"Unsupported store URL scheme {scheme!r} in {url!r}: use 'memory://', "
-        "'sqlite:///path/to/file.db' or a plain file path."
+        "'sqlite:///path/to/file.db', 'postgresql://host/dbname' or a plain file path."
     )
 
 
@@ -76,3 +92,35 @@ def _sqlite_from_url(url: str) -> SQLiteStore:
     if durability == "process":
         return SQLiteStore(Path(path), durability="process")
     raise ValueError(f"durability must be 'process' or 'power', not {durability!r}.")
+
+
+def _postgres_from_url(url: str) -> PostgresStore:
+    # Messages never quote the URL: it may carry a password.
+    try:
+        from perdure.store.postgres import PostgresStore
+    except ImportError as exc:
+        raise ValueError("PostgreSQL URLs need psycopg: pip install 'perdure[postgres]'.") from exc
+    parts = urlsplit(url)
+    ours: dict[str, str] = {}
+    theirs: list[tuple[str, str]] = []
+    for name, value in parse_qsl(parts.query, keep_blank_values=True):
+        if name in _POSTGRES_OPTIONS:
+            ours[name] = value
+        else:
+            theirs.append((name, value))
+    libpq_url = urlunsplit(parts._replace(query=urlencode(theirs)))
+    try:
+        pool_min = int(ours.get("pool_min", "1"))
+        pool_max = int(ours.get("pool_max", "10"))
+    except ValueError as exc:
+        raise ValueError("pool_min and pool_max in a PostgreSQL URL must be integers.") from exc
+    durability = ours.get("durability", "process")
+    if durability not in ("process", "power"):
+        raise ValueError(f"durability must be 'process' or 'power', not {durability!r}.")
+    return PostgresStore(
+        libpq_url,
+        schema=ours.get("schema") or None,
+        pool_min=pool_min,
+        pool_max=max(pool_max, pool_min),
+        durability="power" if durability == "power" else "process",
+    )

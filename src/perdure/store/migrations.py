@@ -71,6 +71,8 @@ CREATE TABLE IF NOT EXISTS perdure_migrations (
 # - There are no foreign keys: `delete_actor` removes dependent rows explicitly, and a
 #   commit checks its actor exists before writing anything, so FK checks would only add
 #   a lookup to every insert.
+# - Postgres `actor_id` columns are COLLATE "C": `list_actors` pages in byte order, as
+#   SQLite does, whatever the database's locale (and comparisons skip the locale).
 _V1_SQLITE = """
 CREATE TABLE actors (
     actor_id      TEXT    PRIMARY KEY,
@@ -83,6 +85,11 @@ CREATE TABLE actors (
     state         BLOB,
     wake_at       INTEGER,
     queue_next_id INTEGER NOT NULL DEFAULT 1,
+    -- Ownership lease (DESIGN §5): the node running the actor, a fencing counter bumped
+    -- at each change of owner, and until when (epoch ms) the claim holds.
+    owner_node       TEXT,
+    lease_generation INTEGER NOT NULL DEFAULT 0,
+    lease_expires_at INTEGER,
     UNIQUE (name, key)
 );
 CREATE INDEX actors_wake_at ON actors (wake_at, actor_id) WHERE wake_at IS NOT NULL;
@@ -104,7 +111,7 @@ CREATE TABLE workflow_history (
 
 _V1_POSTGRES = """
 CREATE TABLE actors (
-    actor_id      TEXT    PRIMARY KEY,
+    actor_id      TEXT    COLLATE "C" PRIMARY KEY,
     name          TEXT    NOT NULL,
     key           TEXT    NOT NULL,
     created_at    BIGINT  NOT NULL,
@@ -114,11 +121,15 @@ CREATE TABLE actors (
     state         BYTEA,
     wake_at       BIGINT,
     queue_next_id BIGINT  NOT NULL DEFAULT 1,
+    -- Ownership lease (DESIGN §5), claimed with FOR UPDATE SKIP LOCKED.
+    owner_node       TEXT,
+    lease_generation BIGINT NOT NULL DEFAULT 0,
+    lease_expires_at BIGINT,
     UNIQUE (name, key)
 );
 CREATE INDEX actors_wake_at ON actors (wake_at, actor_id) WHERE wake_at IS NOT NULL;
 CREATE TABLE queue_messages (
-    actor_id   TEXT   NOT NULL,
+    actor_id   TEXT   COLLATE "C" NOT NULL,
     id         BIGINT NOT NULL,
     name       TEXT   NOT NULL,
     body       BYTEA  NOT NULL,
@@ -126,15 +137,88 @@ CREATE TABLE queue_messages (
     PRIMARY KEY (actor_id, id)
 );
 CREATE TABLE workflow_history (
-    actor_id TEXT  NOT NULL,
+    actor_id TEXT  COLLATE "C" NOT NULL,
     location TEXT  NOT NULL,
     entry    BYTEA NOT NULL,
     PRIMARY KEY (actor_id, location)
 );
 """
 
+# Design notes for migration 2 (schedules):
+# - Both tables are read only per actor (all jobs at wake, one job's newest fires for
+#   `history`), so they are clustered on (actor_id, …) like the queue; there is no index on
+#   `run_at`: the actor's earliest `run_at` is its `wake_at`, which is already indexed.
+# - Fires are keyed by a per-job sequence number, so pruning a job's history to its newest
+#   `max_history` fires is one range delete on the primary key.
+_V2_SQLITE = """
+CREATE TABLE schedules (
+    actor_id    TEXT    NOT NULL,
+    id          TEXT    NOT NULL,
+    kind        TEXT    NOT NULL,
+    name        TEXT,
+    action      TEXT    NOT NULL,
+    args        BLOB    NOT NULL,
+    run_at      INTEGER NOT NULL,
+    created_at  INTEGER NOT NULL,
+    expression  TEXT,
+    timezone    TEXT,
+    interval_ms INTEGER,
+    max_history INTEGER NOT NULL DEFAULT 0,
+    last_run_at INTEGER,
+    fire_seq    INTEGER NOT NULL DEFAULT 0,
+    running_seq INTEGER,
+    PRIMARY KEY (actor_id, id)
+) WITHOUT ROWID;
+CREATE TABLE schedule_fires (
+    actor_id     TEXT    NOT NULL,
+    name         TEXT    NOT NULL,
+    seq          INTEGER NOT NULL,
+    action       TEXT    NOT NULL,
+    scheduled_at INTEGER NOT NULL,
+    fired_at     INTEGER NOT NULL,
+    result       TEXT    NOT NULL,
+    finished_at  INTEGER,
+    error        BLOB,
+    PRIMARY KEY (actor_id, name, seq)
+) WITHOUT ROWID;
+"""
+
+_V2_POSTGRES = """
+CREATE TABLE schedules (
+    actor_id    TEXT   NOT NULL,
+    id          TEXT   NOT NULL,
+    kind        TEXT   NOT NULL,
+    name        TEXT,
+    action      TEXT   NOT NULL,
+    args        BYTEA  NOT NULL,
+    run_at      BIGINT NOT NULL,
+    created_at  BIGINT NOT NULL,
+    expression  TEXT,
+    timezone    TEXT,
+    interval_ms BIGINT,
+    max_history INTEGER NOT NULL DEFAULT 0,
+    last_run_at BIGINT,
+    fire_seq    BIGINT NOT NULL DEFAULT 0,
+    running_seq BIGINT,
+    PRIMARY KEY (actor_id, id)
+);
+CREATE TABLE schedule_fires (
+    actor_id     TEXT   NOT NULL,
+    name         TEXT   NOT NULL,
+    seq          BIGINT NOT NULL,
+    action       TEXT   NOT NULL,
+    scheduled_at BIGINT NOT NULL,
+    fired_at     BIGINT NOT NULL,
+    result       TEXT   NOT NULL,
+    finished_at  BIGINT,
+    error        BYTEA,
+    PRIMARY KEY (actor_id, name, seq)
+);
+"""
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "actors_queue_history", sqlite=_V1_SQLITE, postgres=_V1_POSTGRES),
+    Migration(2, "schedules", sqlite=_V2_SQLITE, postgres=_V2_POSTGRES),
 )
 
 

@@ -1,0 +1,220 @@
+"""The PostgreSQL write path: one writer task, one connection, pipelined group commit.
+
+Writes from every actor queue up for one asyncio task. It takes whatever has queued (up
+to ``max_batch`` operations) and sends it in pipeline mode — ``BEGIN``, one statement per
+operation, ``COMMIT`` — so a batch costs one round trip and one WAL flush however many
+actors it serves (a batch of one is just its statement: a transaction by itself). While
+that batch is in flight the next one queues up. One writer keeps per-actor order
+trivially: batches are written in submission order, and so are the statements inside
+one.
+
+Failures stay isolated. The expected ones (missing actor, name or id taken) are reported
+by the statements' results, not by errors (see :mod:`perdure.store._postgres_ops`). Any
+other error aborts the batch; the writer then replays each operation alone, in its own
+transaction, so only the one at fault gets the error. If the connection itself breaks,
+the writer reconnects and sends the batch once more (see ``_write_batch``); if that fails
+too, the batch's operations fail with the error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import psycopg
+from psycopg.pq import TransactionStatus
+
+from perdure.errors import InternalError
+from perdure.store._postgres_ops import WriteOp
+from perdure.store._shared import StoreClosed
+
+__all__ = ["PostgresWriter"]
+
+_log = logging.getLogger("perdure.store.postgres")
+
+Connection = psycopg.AsyncConnection[Any]
+Connect = Callable[[], Awaitable[Connection]]
+
+
+class PostgresWriter:
+    """Owns the write connection and the task that serves it; see the module docstring."""
+
+    def __init__(self, connect: Connect, *, max_batch: int = 256) -> None:
+        self._connect = connect
+        self._max_batch = max_batch
+        self._queue: collections.deque[WriteOp] = collections.deque()
+        self._ready = asyncio.Event()
+        self._conn: Connection | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._accepting = False
+        self._stopping = False
+
+    async def start(self, conn: Connection | None = None) -> None:
+        """Start serving, on ``conn`` if given (else connect: a bad URL fails here)."""
+        self._conn = conn if conn is not None else await self._connect()
+        self._task = asyncio.get_running_loop().create_task(
+            self._run(), name="perdure-postgres-writer"
+        )
+        self._accepting = True
+
+    def submit(self, op: WriteOp) -> None:
+        """Queue ``op`` for the next batch."""
+        if not self._accepting:
+            raise StoreClosed("PostgreSQL")
+        self._queue.append(op)
+        self._ready.set()
+
+    async def stop(self) -> None:
+        """Write everything accepted so far, then close the connection."""
+        self._accepting = False
+        self._stopping = True
+        self._ready.set()
+        task, self._task = self._task, None
+        try:
+            if task is not None:
+                # Shielded: a caller cancelled during close must not cut a batch in half.
+                await asyncio.shield(task)
+        finally:
+            conn, self._conn = self._conn, None
+            if conn is not None:
+                await conn.close()
+
+    # --- the writer task ---------------------------------------------------------------
+
+    async def _run(self) -> None:
+        queue = self._queue
+        while True:
+            if not queue:
+                if self._stopping:
+                    return
+                self._ready.clear()
+                await self._ready.wait()
+                continue
+            count = min(len(queue), self._max_batch)
+            batch = [queue.popleft() for _ in range(count)]
+            try:
+                await self._write_batch(batch)
+            except BaseException as exc:
+                # Cancelled (the loop is shutting down) or a bug: nobody may wait forever.
+                self._fail([*batch, *queue], exc)
+                queue.clear()
+                raise
+            _settle(batch)
+
+    async def _connection(self) -> Connection:
+        conn = self._conn
+        if conn is None or conn.closed or conn.broken:
+            self._conn = None
+            if conn is not None:
+                await conn.close()
+            conn = self._conn = await self._connect()
+        return conn
+
+    async def _write_batch(self, ops: list[WriteOp]) -> None:
+        for attempt in range(2):
+            try:
+                conn = await self._connection()
+            except Exception as exc:
+                _log.warning("cannot connect to PostgreSQL to write: %s", exc)
+                _fail_with(ops, exc)
+                return
+            try:
+                if len(ops) == 1:
+                    await _run(conn, ops[0])  # one statement: a transaction by itself
+                else:
+                    await _pipelined(conn, ops)
+                return
+            except Exception as exc:
+                if conn.broken or conn.closed:
+                    if attempt == 0:
+                        # The connection died (a server restart, a failover). Whether the
+                        # batch committed is unknown, so it is sent once more on a new
+                        # connection: commits and deletes are idempotent, and a create
+                        # recognises its own row (see CreateOp).
+                        _log.warning(
+                            "PostgreSQL connection lost while writing (%s); resending", exc
+                        )
+                        for op in ops:
+                            op.resent = True
+                        continue
+                    _fail_with(ops, exc)
+                    return
+                if len(ops) == 1:
+                    _fail_with(ops, exc)
+                    return
+                _log.debug("a batch of %d writes failed (%s); replaying one by one", len(ops), exc)
+            for op in ops:
+                await _alone(conn, op)
+            return
+
+    def _fail(self, ops: list[WriteOp], exc: BaseException) -> None:
+        self._accepting = False
+        error = InternalError("The PostgreSQL writer has stopped.")
+        error.__cause__ = exc
+        for op in ops:
+            op.reset()
+            op.error = error
+        _settle(ops)
+
+
+async def _pipelined(conn: Connection, ops: list[WriteOp]) -> None:
+    """Send the whole batch as one transaction in one round trip; read every result.
+
+    ``BEGIN`` and ``COMMIT`` are plain statements in the pipeline: psycopg's
+    ``transaction()`` block would add a round trip of its own. After an error the
+    server skips the rest up to the pipeline's sync (``COMMIT`` included), so the
+    transaction is left failed and is rolled back here.
+    """
+    cursors: list[psycopg.AsyncCursor[Any]] = []
+    try:
+        async with conn.pipeline():
+            await conn.execute("BEGIN")
+            for op in ops:
+                op.reset()
+                cursor = conn.cursor(binary=True)
+                await cursor.execute(op.sql, op.params)
+                cursors.append(cursor)
+            await conn.execute("COMMIT")
+    except BaseException:
+        if not conn.broken and conn.info.transaction_status != TransactionStatus.IDLE:
+            await conn.execute("ROLLBACK")
+        raise
+    for op, cursor in zip(ops, cursors, strict=True):
+        op.read(await cursor.fetchone())
+
+
+async def _run(conn: Connection, op: WriteOp) -> None:
+    """Run one op's statement (autocommit: the statement is its own transaction)."""
+    op.reset()
+    cursor = conn.cursor(binary=True)
+    await cursor.execute(op.sql, op.params)
+    op.read(await cursor.fetchone())
+
+
+async def _alone(conn: Connection, op: WriteOp) -> None:
+    """Run one op, keeping any error as its outcome."""
+    try:
+        await _run(conn, op)
+    except Exception as exc:
+        op.reset()
+        op.error = exc
+
+
+def _fail_with(ops: list[WriteOp], exc: Exception) -> None:
+    for op in ops:
+        op.reset()
+        op.error = exc
+
+
+def _settle(ops: list[WriteOp]) -> None:
+    for op in ops:
+        future = op.future
+        if future.done():
+            continue  # the caller was cancelled; the write happened anyway
+        if op.error is not None:
+            future.set_exception(op.error)
+        else:
+            future.set_result(op.result)

@@ -1,0 +1,368 @@
+"""The PostgreSQL backend: a pool for reads, one pipelined group-commit writer, leases.
+
+Writes (``create_actor``, ``commit``, ``delete_actor``) go to one writer task with its own
+connection, which batches the writes of many actors into one transaction sent in one
+round trip (see :mod:`perdure.store._postgres_writer`). Reads take a connection from a
+``psycopg_pool.AsyncConnectionPool``. A write is visible to every read made after its
+``await`` returns, because the writer commits before it settles the future.
+
+For several nodes on one database (DESIGN §5) the ``actors`` table carries an ownership
+lease (``owner_node``, ``lease_generation``, ``lease_expires_at``); :meth:`claim_due_actors`
+hands due actors to one node with ``FOR UPDATE SKIP LOCKED``, and :meth:`watch_wakeups`
+reports alarms set by any node through ``LISTEN/NOTIFY``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any, LiteralString
+
+import psycopg
+from psycopg_pool import AsyncConnectionPool
+
+from perdure.keys import Key, serialize_key
+from perdure.store._postgres_listen import WakeupCallback, WakeupListener
+from perdure.store._postgres_ops import CommitOp, CreateOp, DeleteOp, WriteOp
+from perdure.store._postgres_schema import (
+    apply_postgres_migrations,
+    configure_connection,
+    ensure_flush_on_commit,
+    pooled,
+    wake_channel,
+)
+from perdure.store._postgres_sql import (
+    ACTOR_COLUMNS,
+    CLAIM_DUE,
+    DUE_ACTORS,
+    FIND_ACTOR,
+    GET_ACTOR,
+    LOAD_FIRES,
+    LOAD_HISTORY,
+    LOAD_QUEUE,
+    LOAD_SCHEDULES,
+    NEXT_WAKE_AT,
+    record_from_row,
+)
+from perdure.store._postgres_writer import PostgresWriter
+from perdure.store._shared import StoreClosed
+from perdure.store.base import (
+    ActorCommit,
+    ActorRecord,
+    Durability,
+    QueueMessageRecord,
+    ScheduleFireRecord,
+    ScheduleRecord,
+    Store,
+)
+
+__all__ = ["PostgresStore"]
+
+Connection = psycopg.AsyncConnection[Any]
+
+
+class PostgresStore(Store):
+    """A :class:`~perdure.store.base.Store` in a PostgreSQL database (psycopg 3).
+
+    ``url`` is a libpq connection string or URI (``postgresql://user@host:5432/db``).
+    ``schema`` puts every table in that schema (created if missing); without it, the
+    tables go to the first schema of the server's ``search_path`` (usually ``public``).
+    ``pool_min``/``pool_max`` size the read pool. The writer and, once
+    :meth:`watch_wakeups` is used, the listener hold one more connection each.
+
+    Durability: a write returns once PostgreSQL has committed it. With the server's
+    default ``synchronous_commit=on`` the commit is flushed to the WAL on disk first, so
+    it survives a crash of this process, of the database server and of its host — in
+    both modes. ``durability="process"`` (default) keeps whatever the server is
+    configured with. ``durability="power"`` makes sure of the flush: it turns
+    ``synchronous_commit`` back on for the writer if the server has it off, and refuses
+    to open on a server running with ``fsync=off``.
+
+    Use the store from the event loop that opened it. A write whose caller is cancelled
+    while awaiting it is still applied.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        schema: str | None = None,
+        pool_min: int = 1,
+        pool_max: int = 10,
+        durability: Durability = "process",
+        connect_timeout: float = 30.0,
+    ) -> None:
+        if durability not in ("process", "power"):
+            raise ValueError(f"durability must be 'process' or 'power', not {durability!r}")
+        if not 0 <= pool_min <= pool_max or pool_max < 1:
+            raise ValueError(
+                f"need 0 <= pool_min <= pool_max, pool_max >= 1; got {pool_min}, {pool_max}"
+            )
+        if schema is not None and not schema:
+            raise ValueError("schema must be a non-empty name (or None)")
+        self.url = url
+        self.schema = schema
+        self.pool_min = pool_min
+        self.pool_max = pool_max
+        self.durability = durability
+        self.connect_timeout = connect_timeout
+        self._pool: AsyncConnectionPool[Connection] | None = None
+        self._writer: PostgresWriter | None = None
+        self._listener: WakeupListener | None = None
+        self._channel = ""
+        self._lifecycle = asyncio.Lock()
+
+    def __repr__(self) -> str:
+        return f"PostgresStore(schema={self.schema!r}, pool_max={self.pool_max})"
+
+    # --- lifecycle ---------------------------------------------------------------------
+
+    async def open(self) -> None:
+        """Connect, migrate under an advisory lock, start the writer. Idempotent."""
+        async with self._lifecycle:
+            if self._pool is not None:
+                return
+            # The writer's connection comes first: a wrong URL or an unreachable server
+            # fails at once with libpq's reason, where a pool would retry until timeout.
+            conn = await self._connect_writer()
+            try:
+                schema, _ = await apply_postgres_migrations(conn, self.schema)
+            except BaseException:
+                await conn.close()
+                raise
+            self._channel = wake_channel(schema)
+            writer = PostgresWriter(self._connect_writer)
+            await writer.start(conn)
+            pool: AsyncConnectionPool[Connection] = AsyncConnectionPool(
+                self.url,
+                min_size=self.pool_min,
+                max_size=self.pool_max,
+                kwargs={"autocommit": True},
+                configure=self._configure,
+                open=False,
+                name="perdure",
+                timeout=self.connect_timeout,
+            )
+            try:
+                await pool.open(wait=True, timeout=self.connect_timeout)
+            except BaseException:
+                await pool.close()
+                await writer.stop()
+                raise
+            self._pool, self._writer = pool, writer
+
+    async def close(self) -> None:
+        """Write every accepted write, then close the writer, listener and pool. Idempotent."""
+        async with self._lifecycle:
+            writer, listener, pool = self._writer, self._listener, self._pool
+            self._writer = self._listener = self._pool = None
+            try:
+                if writer is not None:
+                    await writer.stop()
+            finally:
+                if listener is not None:
+                    await listener.stop()
+                if pool is not None:
+                    await pool.close()
+
+    async def _configure(self, conn: Connection) -> None:
+        await configure_connection(conn, self.schema)
+
+    async def _connect(self) -> Connection:
+        conn = await psycopg.AsyncConnection.connect(
+            self.url, autocommit=True, connect_timeout=max(1, round(self.connect_timeout))
+        )
+        try:
+            await configure_connection(conn, self.schema)
+        except BaseException:
+            await conn.close()
+            raise
+        return conn
+
+    async def _connect_writer(self) -> Connection:
+        conn = await self._connect()
+        try:
+            # Room for every statement shape the writer uses (psycopg keeps 100 by default).
+            conn.prepared_max = 1024
+            if self.durability == "power":
+                await ensure_flush_on_commit(conn)
+        except BaseException:
+            await conn.close()
+            raise
+        return conn
+
+    # --- writes: through the group-commit writer ----------------------------------------
+
+    def _submit(self, op: WriteOp) -> asyncio.Future[Any]:
+        if self._writer is None:
+            raise StoreClosed("PostgreSQL")
+        self._writer.submit(op)
+        return op.future
+
+    def _new_future(self) -> asyncio.Future[Any]:
+        if self._writer is None:
+            raise StoreClosed("PostgreSQL")
+        return asyncio.get_running_loop().create_future()
+
+    async def create_actor(self, record: ActorRecord) -> None:
+        """Insert a new actor (see :meth:`Store.create_actor`)."""
+        await self._submit(CreateOp(self._new_future(), record, self._channel))
+
+    async def commit(self, commit: ActorCommit) -> None:
+        """Apply ``commit`` atomically; its contents are copied before this returns control."""
+        await self._submit(CommitOp(self._new_future(), commit, self._channel))
+
+    async def delete_actor(self, actor_id: str) -> bool:
+        """Delete the actor with its queue and history; ``False`` if it did not exist."""
+        existed: bool = await self._submit(DeleteOp(self._new_future(), actor_id))
+        return existed
+
+    # --- reads: through the pool ----------------------------------------------------------
+
+    async def _rows(self, query: LiteralString, params: Any) -> list[tuple[Any, ...]]:
+        for attempt in range(2):
+            pool = self._pool
+            if pool is None:
+                raise StoreClosed("PostgreSQL")
+            try:
+                async with pooled(pool) as conn:
+                    cursor = conn.cursor(binary=True)
+                    await cursor.execute(query, params)
+                    return await cursor.fetchall()
+            except psycopg.OperationalError:
+                # A pooled connection that broke while idle (a server restart, say) fails
+                # its first use; the pool then drops it. Reads are safe to run again.
+                if attempt:
+                    raise
+        raise AssertionError("unreachable")
+
+    async def get_actor(self, actor_id: str) -> ActorRecord | None:
+        """The actor with this id, or ``None``."""
+        rows = await self._rows(GET_ACTOR, (actor_id,))
+        return record_from_row(rows[0]) if rows else None
+
+    async def find_actor(self, name: str, key: Key) -> ActorRecord | None:
+        """The actor with this name and key, or ``None``."""
+        rows = await self._rows(FIND_ACTOR, (name, serialize_key(tuple(key))))
+        return record_from_row(rows[0]) if rows else None
+
+    async def list_actors(
+        self, *, name: str | None = None, after: str | None = None, limit: int = 100
+    ) -> list[ActorRecord]:
+        """Actors ordered by id (byte order), optionally of one name, after a given id."""
+        if limit <= 0:
+            self._check_open()
+            return []
+        where: list[LiteralString] = []
+        params: list[Any] = []
+        if name is not None:
+            where.append("name = %s")
+            params.append(name)
+        if after is not None:
+            where.append("actor_id > %s")
+            params.append(after)
+        clause = f" WHERE {' AND '.join(where)}" if where else ""
+        query = f"SELECT {ACTOR_COLUMNS} FROM actors{clause} ORDER BY actor_id LIMIT %s"
+        return [record_from_row(row) for row in await self._rows(query, (*params, limit))]
+
+    async def count_actors(self, *, name: str | None = None) -> int:
+        """How many actors exist (of one name, if given)."""
+        if name is None:
+            rows = await self._rows("SELECT count(*) FROM actors", ())
+        else:
+            rows = await self._rows("SELECT count(*) FROM actors WHERE name = %s", (name,))
+        count: int = rows[0][0]
+        return count
+
+    async def load_queue(self, actor_id: str) -> list[QueueMessageRecord]:
+        """All queued messages of an actor, ordered by id."""
+        rows = await self._rows(LOAD_QUEUE, (actor_id,))
+        return [QueueMessageRecord(row[0], row[1], row[2], row[3]) for row in rows]
+
+    async def load_history(self, actor_id: str) -> dict[str, bytes]:
+        """All workflow history entries of an actor, by location."""
+        return {row[0]: row[1] for row in await self._rows(LOAD_HISTORY, (actor_id,))}
+
+    async def load_schedules(self, actor_id: str) -> list[ScheduleRecord]:
+        """All scheduled jobs of an actor, ordered by id."""
+        rows = await self._rows(LOAD_SCHEDULES, (actor_id,))
+        return [ScheduleRecord(*row) for row in rows]
+
+    async def load_fire_history(
+        self, actor_id: str, name: str, limit: int
+    ) -> list[ScheduleFireRecord]:
+        """The newest ``limit`` fires of job ``name``, newest first."""
+        if limit <= 0:
+            self._check_open()
+            return []
+        rows = await self._rows(LOAD_FIRES, (actor_id, name, limit))
+        return [ScheduleFireRecord(*row) for row in rows]
+
+    async def due_actors(self, until: int, limit: int) -> list[tuple[str, int]]:
+        """``(actor_id, wake_at)`` of actors due by ``until``, earliest first (ties by id)."""
+        if limit <= 0:
+            self._check_open()
+            return []
+        return [(row[0], row[1]) for row in await self._rows(DUE_ACTORS, (until, limit))]
+
+    async def next_wake_at(self) -> int | None:
+        """The earliest ``wake_at`` over all actors, or ``None``."""
+        wake_at: int | None = (await self._rows(NEXT_WAKE_AT, ()))[0][0]
+        return wake_at
+
+    def _check_open(self) -> None:
+        if self._pool is None:
+            raise StoreClosed("PostgreSQL")
+
+    # --- several nodes: leases and wake-ups ---------------------------------------------
+
+    async def claim_due_actors(
+        self,
+        node_id: str,
+        until: int,
+        limit: int,
+        lease_ms: int,
+        *,
+        now: int | None = None,
+    ) -> list[tuple[str, int]]:
+        """Claim up to ``limit`` due actors for ``node_id``; return ``(actor_id, wake_at)``.
+
+        An actor is claimable when its ``wake_at <= until`` and its lease is free or
+        expired; a live lease, this node's included, is skipped, so that actors a node
+        already holds cannot fill every batch and starve the others. Claiming sets the
+        lease to ``node_id`` until ``now + lease_ms`` and bumps ``lease_generation`` (a
+        fencing token) when the owner changes. Two nodes claiming at once never receive
+        the same actor (``FOR UPDATE SKIP LOCKED``). ``now`` defaults to the database's
+        clock, which every node shares. Earliest first, ties by id.
+        """
+        if limit <= 0:
+            self._check_open()
+            return []
+        params = {
+            "node": node_id,
+            "until": until,
+            "limit": limit,
+            "lease_ms": lease_ms,
+            "now": now,
+        }
+        rows = await self._rows(CLAIM_DUE, params)
+        return sorted(((row[0], row[1]) for row in rows), key=lambda due: (due[1], due[0]))
+
+    async def watch_wakeups(self, callback: WakeupCallback) -> Callable[[], None]:
+        """Call ``callback(wake_at)`` whenever any node commits an earlier alarm.
+
+        Sent when a commit (or a create) sets an actor's ``wake_at`` earlier than it was
+        (or sets one where there was none); delivered after that commit, to every store
+        watching the same schema, this one included. ``callback`` runs on the event loop
+        and must not block. Notifications sent while the listening connection is down
+        (it reconnects by itself) are lost: a watcher polls as well. Returns a function
+        that stops the callback.
+        """
+        async with self._lifecycle:
+            if self._pool is None:
+                raise StoreClosed("PostgreSQL")
+            if self._listener is None:
+                listener = WakeupListener(self._connect, self._channel)
+                await listener.start()
+                self._listener = listener
+            return self._listener.add(callback)

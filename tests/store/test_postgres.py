@@ -1,0 +1,522 @@
+"""PostgreSQL-specific behaviour: migrations and their lock, reopening, the writer's
+isolation and reconnection, NOTIFY wake-ups, lease claims, crash durability.
+
+The contract itself runs on PostgreSQL through ``conftest.BACKENDS``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sys
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from perdure.errors import ActorAlreadyExists, ActorNotFound
+from perdure.store import ActorCommit, ActorRecord, QueueMessageRecord
+from perdure.store._postgres_ops import CommitOp, CreateOp, DeleteOp
+from perdure.store._postgres_schema import apply_postgres_migrations, lock_key, wake_channel
+from perdure.store._postgres_sql import DUE_ACTORS, NEXT_WAKE_AT
+from perdure.store._postgres_writer import PostgresWriter
+from perdure.store.migrations import MIGRATIONS, Migration, SchemaTooNew
+from perdure.store.postgres import PostgresStore
+
+from ..support.postgres import (
+    POSTGRES_URL,
+    drop_schema,
+    new_schema_name,
+    postgres_store,
+    require_postgres,
+)
+from .test_sqlite import _run_and_kill
+
+pytestmark = pytest.mark.postgres
+
+TIMEOUT = 10.0
+NOW = 1_700_000_000_000
+
+
+def record(actor_id: str, **fields: Any) -> ActorRecord:
+    return ActorRecord(actor_id, "counter", (actor_id,), 1_000, **fields)
+
+
+@pytest.fixture
+def schema() -> Iterator[str]:
+    """A fresh schema name for this test, dropped afterwards."""
+    require_postgres()
+    name = new_schema_name()
+    try:
+        yield name
+    finally:
+        drop_schema(name)
+
+
+@contextlib.asynccontextmanager
+async def opened(schema: str, **options: Any) -> AsyncIterator[PostgresStore]:
+    store = postgres_store(schema, **options)
+    await asyncio.wait_for(store.open(), TIMEOUT)
+    try:
+        yield store
+    finally:
+        await asyncio.wait_for(store.close(), TIMEOUT)
+
+
+@contextlib.asynccontextmanager
+async def raw(schema: str | None = None) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+    """A plain autocommit connection (another session, as another node would have)."""
+    conn = await psycopg.AsyncConnection.connect(POSTGRES_URL, autocommit=True)
+    try:
+        if schema is not None:
+            await conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
+        yield conn
+    finally:
+        await conn.close()
+
+
+async def rows(schema: str, query: Any, params: Any = ()) -> list[tuple[Any, ...]]:
+    async with raw(schema) as conn:
+        cursor = await conn.execute(query, params)
+        return await cursor.fetchall()
+
+
+# --- migrations -------------------------------------------------------------------------
+
+
+async def test_migrations_are_applied_once_and_recorded(schema: str) -> None:
+    async with opened(schema):
+        pass
+    ledger = "SELECT version, name, applied_at FROM perdure_migrations ORDER BY version"
+    first = await rows(schema, ledger)
+    assert [(v, n) for v, n, _ in first] == [(m.version, m.name) for m in MIGRATIONS]
+    async with opened(schema):
+        pass
+    assert await rows(schema, ledger) == first  # nothing re-applied, applied_at unchanged
+
+
+async def test_stores_migrating_one_fresh_schema_at_once_do_not_conflict(schema: str) -> None:
+    stores = [postgres_store(schema, pool_max=2) for _ in range(4)]
+    try:
+        await asyncio.wait_for(asyncio.gather(*(s.open() for s in stores)), TIMEOUT)
+        await stores[0].create_actor(record("a1"))
+        for store in stores:
+            assert await store.get_actor("a1") == record("a1")
+    finally:
+        for store in stores:
+            await store.close()
+    assert len(await rows(schema, "SELECT version FROM perdure_migrations")) == len(MIGRATIONS)
+
+
+async def test_migration_waits_for_the_advisory_lock(schema: str) -> None:
+    """Another node holding the schema's migration lock makes ``open`` wait for it."""
+    async with raw() as holder:
+        await holder.execute("SELECT pg_advisory_lock(%s)", (lock_key(schema),))
+        store = postgres_store(schema)
+        opening = asyncio.ensure_future(store.open())
+        try:
+            await asyncio.sleep(0.5)
+            assert not opening.done()
+            assert (
+                await rows("public", "SELECT 1 FROM pg_namespace WHERE nspname = %s", (schema,))
+                == []
+            )
+            await holder.execute("SELECT pg_advisory_unlock(%s)", (lock_key(schema),))
+            await asyncio.wait_for(opening, TIMEOUT)
+        finally:
+            await store.close()
+
+
+async def test_pending_migrations_are_applied_generically(schema: str) -> None:
+    async with opened(schema):
+        pass
+    extra = Migration(
+        len(MIGRATIONS) + 1,
+        "extra_table",
+        sqlite="",
+        postgres="CREATE TABLE extra (x TEXT DEFAULT 'a;b'); CREATE INDEX extra_x ON extra (x);",
+    )
+    async with raw(schema) as conn:
+        assert await apply_postgres_migrations(conn, schema, [*MIGRATIONS, extra]) == (
+            schema,
+            [extra.version],
+        )
+        assert await apply_postgres_migrations(conn, schema, [*MIGRATIONS, extra]) == (schema, [])
+        await conn.execute("INSERT INTO extra DEFAULT VALUES")
+        assert await (await conn.execute("SELECT x FROM extra")).fetchall() == [("a;b",)]
+
+
+async def test_a_failing_migration_leaves_nothing_behind(schema: str) -> None:
+    broken = Migration(
+        len(MIGRATIONS) + 1, "broken", sqlite="", postgres="CREATE TABLE half (x INT); NOPE;"
+    )
+    async with raw(schema) as conn:
+        with pytest.raises(psycopg.errors.SyntaxError):
+            await apply_postgres_migrations(conn, schema, [*MIGRATIONS, broken])
+        # DDL is transactional: not even the schema was created.
+        found = await conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (schema,))
+        assert await found.fetchall() == []
+
+
+async def test_a_newer_schema_is_refused(schema: str) -> None:
+    async with opened(schema):
+        pass
+    async with raw(schema) as conn:
+        await conn.execute("INSERT INTO perdure_migrations VALUES (999, 'future', 0)")
+    store = postgres_store(schema)
+    with pytest.raises(SchemaTooNew, match="999"):
+        await asyncio.wait_for(store.open(), TIMEOUT)
+    await store.close()
+
+
+# --- reopening, ordering, query plans ---------------------------------------------------
+
+
+async def test_data_survives_close_and_reopen(schema: str) -> None:
+    async with opened(schema) as store:
+        await store.create_actor(record("a1", wake_at=5))
+        await store.commit(
+            ActorCommit(
+                "a1",
+                state=b"kept",
+                queue_put=[QueueMessageRecord(1, "jobs", b"m", 2)],
+                history_put={"step": b"h"},
+            )
+        )
+    async with opened(schema) as store:
+        assert await store.get_actor("a1") == record("a1", wake_at=5, state=b"kept")
+        assert await store.load_queue("a1") == [QueueMessageRecord(1, "jobs", b"m", 2)]
+        assert await store.load_history("a1") == {"step": b"h"}
+        assert await store.next_wake_at() == 5
+
+
+async def test_actors_are_listed_in_byte_order_whatever_the_locale(schema: str) -> None:
+    ids = ["b", "B", "_x", "a", "é", "Z", "a-1", "a_1"]
+    async with opened(schema) as store:
+        for actor_id in ids:
+            await store.create_actor(record(actor_id))
+        listed = [r.actor_id for r in await store.list_actors()]
+        assert listed == sorted(ids, key=lambda text: text.encode())
+        assert [r.actor_id for r in await store.list_actors(after="a", limit=2)] == ["a-1", "a_1"]
+
+
+async def test_alarm_queries_can_use_the_wake_index(schema: str) -> None:
+    async with opened(schema):
+        pass
+    async with raw(schema) as conn:
+        await conn.execute("SET enable_seqscan = off")
+        for query, params in ((DUE_ACTORS, (1, 10)), (NEXT_WAKE_AT, ())):
+            cursor = await conn.execute(f"EXPLAIN {query}", params)
+            plan = " ".join(row[0] for row in await cursor.fetchall())
+            assert "actors_wake_at" in plan, plan
+
+
+# --- the writer -------------------------------------------------------------------------
+
+
+async def test_an_unexpected_error_fails_only_its_own_write(schema: str) -> None:
+    """A write PostgreSQL rejects aborts the pipelined batch; the others are replayed."""
+    async with opened(schema) as store:
+        for index in range(10):
+            await store.create_actor(record(f"a{index}"))
+        writes = [
+            store.commit(ActorCommit(f"a{index}", state=b"ok", history_put={"s": b"1"}))
+            for index in range(10)
+        ]
+        # Out of bigint's range: fails on the server, after the batch has begun.
+        writes.insert(3, store.commit(ActorCommit("a3", generation=2**64)))
+        # NUL cannot be in a text column: fails in psycopg, before it is even sent.
+        writes.insert(6, store.commit(ActorCommit("a5", history_put={"bad\x00": b"x"})))
+        results = await asyncio.wait_for(asyncio.gather(*writes, return_exceptions=True), TIMEOUT)
+        failures = [type(r).__name__ for r in results if r is not None]
+        assert failures == ["NumericValueOutOfRange", "DataError"]
+        for index in range(10):
+            got = await store.get_actor(f"a{index}")
+            assert got is not None
+            assert (got.state, got.generation) == (b"ok", 0)
+            assert await store.load_history(f"a{index}") == {"s": b"1"}
+
+
+async def test_one_batch_isolates_expected_and_unexpected_failures(schema: str) -> None:
+    """Drive one batch through the writer deterministically (no timing involved)."""
+    async with opened(schema) as store:
+        await store.create_actor(record("a1"))
+        await store.create_actor(record("a2"))
+        channel = wake_channel(schema)
+        loop = asyncio.get_running_loop()
+        ops = [
+            CommitOp(loop.create_future(), ActorCommit("a1", state=b"one"), channel),
+            CreateOp(loop.create_future(), ActorRecord("a3", "counter", ("a1",), 0), channel),
+            CreateOp(loop.create_future(), ActorRecord("a1", "counter", ("new",), 0), channel),
+            CommitOp(loop.create_future(), ActorCommit("ghost", state=b"x"), channel),
+            CommitOp(loop.create_future(), ActorCommit("a2", generation=2**64), channel),
+            DeleteOp(loop.create_future(), "a2"),
+            DeleteOp(loop.create_future(), "a2"),
+            CreateOp(loop.create_future(), record("a4"), channel),
+        ]
+        writer = PostgresWriter(store._connect)
+        try:
+            await writer._write_batch(ops)
+        finally:
+            await writer.stop()
+        outcomes = [type(op.error).__name__ if op.error else op.result for op in ops]
+        assert outcomes == [
+            None,
+            "ActorAlreadyExists",
+            "InvalidRequest",
+            "ActorNotFound",
+            "NumericValueOutOfRange",
+            True,
+            False,
+            None,
+        ]
+        got = await store.get_actor("a1")
+        assert got is not None
+        assert got.state == b"one"
+        assert await store.get_actor("a2") is None
+        assert await store.get_actor("a3") is None
+        assert await store.get_actor("a4") == record("a4")
+
+
+async def test_the_writer_reconnects_after_losing_its_connection(schema: str) -> None:
+    async with opened(schema) as store:
+        await store.create_actor(record("a1"))
+        writer = store._writer
+        assert writer is not None
+        assert writer._conn is not None
+        pid = writer._conn.info.backend_pid
+        async with raw() as admin:
+            await admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        # The batch that finds the connection dead is sent again on a new one.
+        await asyncio.wait_for(store.commit(ActorCommit("a1", state=b"after")), TIMEOUT)
+        await store.create_actor(record("a2"))
+        got = await store.get_actor("a1")
+        assert got is not None
+        assert got.state == b"after"
+        assert writer._conn.info.backend_pid != pid
+
+
+async def test_a_resent_create_recognises_its_own_row(schema: str) -> None:
+    """After a lost connection a create may have been applied already: not an error."""
+    async with opened(schema) as store:
+        await store.create_actor(record("a1"))
+        loop = asyncio.get_running_loop()
+        again = CreateOp(loop.create_future(), record("a1"), wake_channel(schema))
+        other = CreateOp(
+            loop.create_future(), ActorRecord("a9", "counter", ("a1",), 0), wake_channel(schema)
+        )
+        again.resent = other.resent = True
+        writer = PostgresWriter(store._connect)
+        try:
+            await writer._write_batch([again, other])
+        finally:
+            await writer.stop()
+        assert again.error is None
+        assert isinstance(other.error, ActorAlreadyExists)
+        again.future.cancel()
+        other.future.cancel()
+        # Without the resend flag the same create is the contract's duplicate.
+        with pytest.raises(ActorAlreadyExists):
+            await store.create_actor(record("a1"))
+
+
+async def test_a_cancelled_commit_is_still_applied(schema: str) -> None:
+    async with opened(schema) as store:
+        await store.create_actor(record("a1"))
+        task = asyncio.ensure_future(store.commit(ActorCommit("a1", state=b"cancelled")))
+        await asyncio.sleep(0)
+        task.cancel()
+        await store.commit(ActorCommit("a1", history_put={"after": b"x"}))
+        got = await store.get_actor("a1")
+        assert got is not None
+        assert got.state == b"cancelled"
+
+
+async def test_power_durability_turns_synchronous_commit_back_on(schema: str) -> None:
+    url = POSTGRES_URL + ("&" if "?" in POSTGRES_URL else "?")
+    url += "options=-c%20synchronous_commit%3Doff"
+    store = PostgresStore(url, schema=schema, durability="power", pool_max=2)
+    await store.open()
+    try:
+        assert store._writer is not None
+        assert store._writer._conn is not None
+        cursor = await store._writer._conn.execute("SHOW synchronous_commit")
+        assert await cursor.fetchone() == ("on",)
+        await store.create_actor(record("a1"))
+        assert await store.get_actor("a1") == record("a1")
+    finally:
+        await store.close()
+
+
+def test_invalid_options_are_refused() -> None:
+    with pytest.raises(ValueError, match="durability"):
+        PostgresStore(POSTGRES_URL, durability="sometimes")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="pool_min"):
+        PostgresStore(POSTGRES_URL, pool_min=5, pool_max=2)
+    with pytest.raises(ValueError, match="schema"):
+        PostgresStore(POSTGRES_URL, schema="")
+
+
+async def test_an_unreachable_server_fails_open() -> None:
+    store = PostgresStore("postgresql://nobody@127.0.0.1:1/none", connect_timeout=1)
+    with pytest.raises(psycopg.OperationalError, match="connect"):
+        await asyncio.wait_for(store.open(), TIMEOUT)
+    with pytest.raises(Exception, match="not open"):
+        await store.get_actor("a1")
+    await store.close()
+
+
+# --- LISTEN / NOTIFY --------------------------------------------------------------------
+
+
+async def test_an_earlier_alarm_notifies_every_watcher(schema: str) -> None:
+    async with opened(schema) as watcher, opened(schema) as other:
+        seen: asyncio.Queue[int] = asyncio.Queue()
+        stop = await watcher.watch_wakeups(seen.put_nowait)
+        await other.create_actor(record("a1"))
+        await other.create_actor(record("a2", wake_at=NOW + 500))  # a new alarm notifies
+        assert await asyncio.wait_for(seen.get(), TIMEOUT) == NOW + 500
+        await other.commit(ActorCommit("a1", set_wake_at=True, wake_at=NOW + 100))
+        assert await asyncio.wait_for(seen.get(), TIMEOUT) == NOW + 100
+        # Later than the actor's alarm, cleared, or unchanged: nothing to say.
+        await other.commit(ActorCommit("a1", set_wake_at=True, wake_at=NOW + 200))
+        await other.commit(ActorCommit("a2", set_wake_at=True, wake_at=None))
+        await other.commit(ActorCommit("a1", state=b"s"))
+        # Earlier again: notifications arrive in commit order, so this being next proves
+        # that none of the three above sent one.
+        await other.commit(ActorCommit("a1", set_wake_at=True, wake_at=NOW + 50))
+        assert await asyncio.wait_for(seen.get(), TIMEOUT) == NOW + 50
+        stop()
+        await other.commit(ActorCommit("a2", set_wake_at=True, wake_at=NOW + 10))
+        await asyncio.sleep(0.2)
+        assert seen.empty()
+
+
+async def test_the_notification_is_sent_on_commit_on_the_schema_channel(schema: str) -> None:
+    async with opened(schema) as store, raw() as listener:
+        await listener.execute(sql.SQL("LISTEN {}").format(sql.Identifier(wake_channel(schema))))
+        await store.create_actor(record("a1"))
+        await store.commit(ActorCommit("a1", set_wake_at=True, wake_at=NOW))
+        notifies = listener.notifies(timeout=TIMEOUT, stop_after=1)
+        payloads = [notify.payload async for notify in notifies]
+        assert payloads == [str(NOW)]
+    assert wake_channel(schema) != wake_channel(schema + "x")
+
+
+async def test_a_failed_commit_notifies_nobody(schema: str) -> None:
+    async with opened(schema) as store:
+        seen: list[int] = []
+        await store.watch_wakeups(seen.append)
+        with pytest.raises(ActorNotFound):
+            await store.commit(ActorCommit("ghost", set_wake_at=True, wake_at=NOW))
+        await store.create_actor(record("a1"))
+        await store.commit(ActorCommit("a1", set_wake_at=True, wake_at=NOW + 1))
+        async with asyncio.timeout(TIMEOUT):
+            while not seen:
+                await asyncio.sleep(0.01)
+        assert seen == [NOW + 1]
+
+
+# --- lease claims -----------------------------------------------------------------------
+
+
+async def _lease(schema: str, actor_id: str) -> tuple[Any, ...]:
+    found = await rows(
+        schema,
+        "SELECT owner_node, lease_generation, lease_expires_at FROM actors WHERE actor_id = %s",
+        (actor_id,),
+    )
+    return found[0]
+
+
+async def test_two_claimers_never_get_the_same_actor(schema: str) -> None:
+    async with opened(schema) as one, opened(schema) as two:
+        ids = [f"a{index:03d}" for index in range(300)]
+        for index, actor_id in enumerate(ids):
+            await one.create_actor(record(actor_id, wake_at=NOW + index % 7))
+
+        async def claim_all(store: PostgresStore, node: str) -> list[str]:
+            got: list[str] = []
+            while batch := await store.claim_due_actors(node, NOW + 100, 7, 60_000):
+                got.extend(actor_id for actor_id, _ in batch)
+            return got
+
+        first, second = await asyncio.wait_for(
+            asyncio.gather(claim_all(one, "n1"), claim_all(two, "n2")), TIMEOUT * 3
+        )
+        assert not set(first) & set(second)
+        assert sorted(first + second) == ids
+        assert first, "both claimers ran at once"
+        assert second, "both claimers ran at once"
+        owners = await rows(schema, "SELECT owner_node, count(*) FROM actors GROUP BY 1")
+        assert dict(owners) == {"n1": len(first), "n2": len(second)}
+
+
+async def test_claims_skip_rows_locked_by_another_claimer(schema: str) -> None:
+    async with opened(schema) as store, raw(schema) as other:
+        for actor_id in ("a", "b", "c"):
+            await store.create_actor(record(actor_id, wake_at=NOW))
+        async with other.transaction():
+            await other.execute("SELECT 1 FROM actors WHERE actor_id = 'b' FOR UPDATE")
+            claimed = await asyncio.wait_for(store.claim_due_actors("n1", NOW, 10, 1_000), 2)
+            assert claimed == [("a", NOW), ("c", NOW)]
+
+
+async def test_claims_respect_live_leases_and_take_over_expired_ones(schema: str) -> None:
+    async with opened(schema) as store:
+        await store.create_actor(record("early", wake_at=NOW))
+        await store.create_actor(record("late", wake_at=NOW + 10))
+        await store.create_actor(record("none"))
+        t0 = 5_000_000
+        assert await store.claim_due_actors("n1", NOW + 10, 10, 1_000, now=t0) == [
+            ("early", NOW),
+            ("late", NOW + 10),
+        ]
+        assert await _lease(schema, "early") == ("n1", 1, t0 + 1_000)
+        # Live leases are skipped, the claimer's own included.
+        assert await store.claim_due_actors("n2", NOW + 10, 10, 1_000, now=t0 + 999) == []
+        assert await store.claim_due_actors("n1", NOW + 10, 10, 1_000, now=t0 + 999) == []
+        # Expired: the same node claims again without a new generation …
+        assert await store.claim_due_actors("n1", NOW, 10, 1_000, now=t0 + 1_000) == [
+            ("early", NOW)
+        ]
+        assert await _lease(schema, "early") == ("n1", 1, t0 + 2_000)
+        # … and another node takes over with the next one (a fencing token).
+        assert await store.claim_due_actors("n2", NOW + 10, 10, 1_000, now=t0 + 1_000) == [
+            ("late", NOW + 10)
+        ]
+        assert await _lease(schema, "late") == ("n2", 2, t0 + 2_000)
+        assert await _lease(schema, "none") == (None, 0, None)
+        assert await store.claim_due_actors("n2", NOW, 0, 1_000) == []
+
+
+async def test_claims_use_the_database_clock_by_default(schema: str) -> None:
+    async with opened(schema) as store:
+        await store.create_actor(record("a1", wake_at=NOW))
+        assert await store.claim_due_actors("n1", NOW, 10, 60_000) == [("a1", NOW)]
+        (now_ms,) = (await rows(schema, "SELECT (extract(epoch FROM now()) * 1000)::bigint"))[0]
+        _, _, expires = await _lease(schema, "a1")
+        assert abs(expires - (now_ms + 60_000)) < 10_000
+
+
+# --- crash durability -------------------------------------------------------------------
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="needs SIGKILL")
+async def test_acknowledged_commits_survive_kill_9(schema: str) -> None:
+    separator = "&" if "?" in POSTGRES_URL else "?"
+    acknowledged = await _run_and_kill(f"{POSTGRES_URL}{separator}schema={schema}", wanted=600)
+    assert len(acknowledged) == 8
+    async with opened(schema) as store:
+        for actor_id, step in acknowledged.items():
+            got = await store.get_actor(actor_id)
+            assert got is not None
+            assert got.state is not None
+            stored = int(got.state)
+            assert stored >= step, f"{actor_id}: acknowledged {step}, found {stored}"
+            # Each commit is atomic across the crash: state, history and queue agree.
+            history = await store.load_history(actor_id)
+            assert set(history) == {f"loop/~{i}/step" for i in range(1, stored + 1)}
+            assert [m.id for m in await store.load_queue(actor_id)] == list(range(1, stored + 1))
