@@ -272,9 +272,15 @@ async def test_backoff_survives_a_restart(rig: Rig) -> None:
     defn = workflow(run=run)
     await rig.start(setup(use={"wf": defn}))
     await rig.wake("wf")
+    first_attempt_ms = int(time.time() * 1000)
     await eventually(lambda: _len_is(attempts, 1))
-    stored = rig.rows("SELECT wake_at FROM actors")
-    assert stored[0][0] is not None  # the retry time is the actor's alarm
+
+    async def retry_time_is_the_alarm() -> bool:
+        # 0.4 s * 2**1 after the failed attempt: the retry time is the actor's alarm.
+        stored = rig.rows("SELECT wake_at FROM actors")[0][0]
+        return stored is not None and stored >= first_attempt_ms + 700
+
+    await eventually(retry_time_is_the_alarm)
     await rig.restart()
     await rig.wake("wf")
     await eventually(lambda: _status_is(rig, "completed"))

@@ -32,6 +32,7 @@ PREWAKE_MS = 500
 # Alarms due within this much of the next one are woken in the same pass.
 _MIN_STEP_MS = 20
 _BATCH = 500
+_RETRY_MS = 1000
 _MAX_ROWS = 20_000
 _MAX_PARALLEL_WAKES = 64
 
@@ -77,7 +78,16 @@ class AlarmScheduler:
         limit = _BATCH
         while True:
             now = clock.now_ms()
-            rows = await store.due_actors(now + PREWAKE_MS + _MIN_STEP_MS + _IDLE_POLL_MS, limit)
+            try:
+                rows = await store.due_actors(
+                    now + PREWAKE_MS + _MIN_STEP_MS + _IDLE_POLL_MS, limit
+                )
+            except Exception:
+                # A store that is briefly unreachable (a restarting database) must not end
+                # the scheduler for good: log, wait a little, look again.
+                _log.warning("reading due alarms failed; retrying", exc_info=True)
+                await sleep_until_or_event(clock, now + _RETRY_MS, self._poke)
+                continue
             woke, passed, deadline = self._wake_due(rows, now, limit)
             # Next time, read past the rows of actors already awake or waking (their
             # alarms stay until they fire), up to a bound.
