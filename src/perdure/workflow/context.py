@@ -108,21 +108,20 @@ class WorkflowQueue:
         )
 
 
-class WorkflowContext:
-    """``ctx``: the orchestration primitives, bound to one scope of the history."""
+class _ActorIdentity:
+    """Who the actor is: shared by the workflow context and the step context."""
 
-    def __init__(self, runner: WorkflowRunner, scope: str) -> None:
-        self._runner = runner
-        self._scope = scope
-        self.queue = WorkflowQueue(self)
+    _runner: WorkflowRunner
 
-    # identity
     @property
     def actor_id(self) -> str:
         """The actor's id (also the workflow id: one workflow per actor)."""
         return self._runner.instance.actor_id
 
-    workflow_id = actor_id
+    @property
+    def workflow_id(self) -> str:
+        """The workflow's id: the actor's id (one workflow per actor)."""
+        return self._runner.instance.actor_id
 
     @property
     def name(self) -> str:
@@ -138,6 +137,15 @@ class WorkflowContext:
     def log(self) -> logging.LoggerAdapter[logging.Logger]:
         """The actor's logger."""
         return self._runner.instance.log
+
+
+class WorkflowContext(_ActorIdentity):
+    """``ctx``: the orchestration primitives, bound to one scope of the history."""
+
+    def __init__(self, runner: WorkflowRunner, scope: str) -> None:
+        self._runner = runner
+        self._scope = scope
+        self.queue = WorkflowQueue(self)
 
     @property
     def aborted(self) -> bool:
@@ -260,7 +268,7 @@ class WorkflowContext:
         return await self._runner.get_version(self._scope, name, latest)
 
 
-class StepContext:
+class StepContext(_ActorIdentity):
     """What a step sees: actor data and effects, valid only while the step runs."""
 
     def __init__(self, runner: WorkflowRunner, location: str) -> None:
@@ -303,26 +311,6 @@ class StepContext:
     def vars(self, value: Any) -> None:
         self._check("vars")
         self._runner.instance.vars = value
-
-    @property
-    def actor_id(self) -> str:
-        """The actor's id."""
-        return self._runner.instance.actor_id
-
-    @property
-    def name(self) -> str:
-        """The actor's name."""
-        return self._runner.instance.name
-
-    @property
-    def key(self) -> list[str]:
-        """The actor's key."""
-        return list(self._runner.instance.key)
-
-    @property
-    def log(self) -> logging.LoggerAdapter[logging.Logger]:
-        """The actor's logger."""
-        return self._runner.instance.log
 
     def broadcast(self, name: str, *args: Any) -> None:
         """Broadcast an event; it leaves only after the step's commit."""
