@@ -48,7 +48,6 @@ from perdure.client._connstate import (
     Reject,
     Resolve,
     Send,
-    Status,
 )
 from perdure.client._errors import ConnectionDisposed, TransportError, TransportTimeout
 from perdure.client._socket import (
@@ -60,6 +59,7 @@ from perdure.client._socket import (
     plan_socket,
     user_agent,
 )
+from perdure.client._view import ConnectionView
 
 __all__ = [
     "AsyncActorAccessor",
@@ -289,7 +289,7 @@ class AsyncActorHandle:
         return conn
 
 
-class AsyncActorConnection:
+class AsyncActorConnection(ConnectionView):
     """A live WebSocket connection to one actor: events, and actions over the socket.
 
     The socket opens in the background; ``status`` goes ``idle`` → ``connecting`` →
@@ -312,81 +312,6 @@ class AsyncActorConnection:
         self._ws: ClientConnection | None = None
         self._callback_tasks: set[asyncio.Task[Any]] = set()
         self._task = self._loop.create_task(self._run(), name=f"perdure-conn-{target.name}")
-
-    # -- state --------------------------------------------------------------------------
-
-    @property
-    def status(self) -> Status:
-        """``"idle"``, ``"connecting"``, ``"connected"`` or ``"disconnected"``."""
-        return self._core.status
-
-    @property
-    def is_connected(self) -> bool:
-        """Whether the connection is open (``status == "connected"``)."""
-        return self._core.status == "connected"
-
-    @property
-    def actor_id(self) -> str | None:
-        """The actor's id, once the connection has opened."""
-        return self._core.actor_id
-
-    @property
-    def connection_id(self) -> str | None:
-        """The server's id of the current connection, once open."""
-        return self._core.connection_id
-
-    # -- listeners ----------------------------------------------------------------------
-
-    def on(self, event: str, callback: Callable[..., Any]) -> Callable[[], None]:
-        """Call ``callback(*args)`` on each broadcast of ``event``; returns a function
-        that removes this listener. The first listener of an event subscribes to it."""
-        return self._listen(event, callback, once=False)
-
-    def once(self, event: str, callback: Callable[..., Any]) -> Callable[[], None]:
-        """Like :meth:`on`, for the next broadcast only."""
-        return self._listen(event, callback, once=True)
-
-    def off(self, event: str, callback: Callable[..., Any] | None = None) -> None:
-        """Remove ``callback`` (every listener of ``event`` if ``None``)."""
-        self._apply(self._core.off(event, callback))
-
-    def _listen(
-        self, event: str, callback: Callable[..., Any], *, once: bool
-    ) -> Callable[[], None]:
-        token, effects = self._core.add_listener(event, callback, once=once)
-        self._apply(effects)
-
-        def unsubscribe() -> None:
-            self._apply(self._core.remove_listener(event, token))
-
-        return unsubscribe
-
-    def on_open(self, callback: Callable[[], Any]) -> Callable[[], None]:
-        """Call ``callback()`` each time the connection opens (also after a reconnect);
-        if it is open already, once right away as well."""
-        remove = self._lifecycle("open", callback)
-        self._apply(self._core.open_now(callback))
-        return remove
-
-    def on_close(self, callback: Callable[..., Any]) -> Callable[[], None]:
-        """Call ``callback(CloseEvent(code, reason))`` each time an open socket closes."""
-        return self._lifecycle("close", callback)
-
-    def on_error(self, callback: Callable[[Exception], Any]) -> Callable[[], None]:
-        """Call ``callback(error)`` for connection errors: an
-        :class:`~perdure.client.ActorError` the server closed with or refused the
-        connection with, or a :class:`~perdure.client.TransportError`."""
-        return self._lifecycle("error", callback)
-
-    def on_status_change(self, callback: Callable[[Status], Any]) -> Callable[[], None]:
-        """Call ``callback(status)`` on each status change."""
-        return self._lifecycle("status", callback)
-
-    def _lifecycle(
-        self, kind: Literal["open", "close", "error", "status"], callback: Callable[..., Any]
-    ) -> Callable[[], None]:
-        token = self._core.add_lifecycle(kind, callback)
-        return lambda: self._core.remove_lifecycle(kind, token)
 
     # -- calls --------------------------------------------------------------------------
 

@@ -52,7 +52,7 @@ from perdure.client._base import (
     queue_call,
     resolve_call,
 )
-from perdure.client._connstate import Call, ConnectionCore, Effect, Reject, Resolve, Send, Status
+from perdure.client._connstate import Call, ConnectionCore, Effect, Reject, Resolve, Send
 from perdure.client._errors import ConnectionDisposed, TransportError, TransportTimeout
 from perdure.client._socket import (
     OPEN_TIMEOUT,
@@ -62,6 +62,7 @@ from perdure.client._socket import (
     plan_socket,
     user_agent,
 )
+from perdure.client._view import ConnectionView
 
 __all__ = ["ActorAccessor", "ActorConnection", "ActorHandle", "Client"]
 
@@ -255,7 +256,7 @@ class ActorHandle:
         return conn
 
 
-class ActorConnection:
+class ActorConnection(ConnectionView):
     """A live WebSocket connection to one actor; the blocking twin of
     :class:`~perdure.client.AsyncActorConnection` (same states, reconnects and errors).
     Callbacks run on the connection's callback thread (see the module docstring)."""
@@ -282,91 +283,8 @@ class ActorConnection:
         self._dispatcher.start()
         self._reader.start()
 
-    # -- state --------------------------------------------------------------------------
-
-    @property
-    def status(self) -> Status:
-        """``"idle"``, ``"connecting"``, ``"connected"`` or ``"disconnected"``."""
-        return self._core.status
-
-    @property
-    def is_connected(self) -> bool:
-        """Whether the connection is open (``status == "connected"``)."""
-        return self._core.status == "connected"
-
-    @property
-    def actor_id(self) -> str | None:
-        """The actor's id, once the connection has opened."""
-        return self._core.actor_id
-
-    @property
-    def connection_id(self) -> str | None:
-        """The server's id of the current connection, once open."""
-        return self._core.connection_id
-
-    # -- listeners ----------------------------------------------------------------------
-
-    def on(self, event: str, callback: Callable[..., Any]) -> Callable[[], None]:
-        """Call ``callback(*args)`` on each broadcast of ``event``; returns a function
-        that removes this listener. The first listener of an event subscribes to it."""
-        return self._listen(event, callback, once=False)
-
-    def once(self, event: str, callback: Callable[..., Any]) -> Callable[[], None]:
-        """Like :meth:`on`, for the next broadcast only."""
-        return self._listen(event, callback, once=True)
-
-    def off(self, event: str, callback: Callable[..., Any] | None = None) -> None:
-        """Remove ``callback`` (every listener of ``event`` if ``None``)."""
-        with self._lock:
-            self._apply(self._core.off(event, callback))
-
-    def _listen(
-        self, event: str, callback: Callable[..., Any], *, once: bool
-    ) -> Callable[[], None]:
-        with self._lock:
-            token, effects = self._core.add_listener(event, callback, once=once)
-            self._apply(effects)
-
-        def unsubscribe() -> None:
-            with self._lock:
-                self._apply(self._core.remove_listener(event, token))
-
-        return unsubscribe
-
-    def on_open(self, callback: Callable[[], Any]) -> Callable[[], None]:
-        """Call ``callback()`` each time the connection opens (also after a reconnect);
-        if it is open already (the socket may open before this line runs), once right
-        away as well."""
-        with self._lock:
-            remove = self._lifecycle("open", callback)
-            self._apply(self._core.open_now(callback))
-        return remove
-
-    def on_close(self, callback: Callable[..., Any]) -> Callable[[], None]:
-        """Call ``callback(CloseEvent(code, reason))`` each time an open socket closes."""
-        return self._lifecycle("close", callback)
-
-    def on_error(self, callback: Callable[[Exception], Any]) -> Callable[[], None]:
-        """Call ``callback(error)`` for connection errors (``ActorError`` from the
-        server, or ``TransportError``)."""
-        return self._lifecycle("error", callback)
-
-    def on_status_change(self, callback: Callable[[Status], Any]) -> Callable[[], None]:
-        """Call ``callback(status)`` on each later status change (the socket may already
-        be connecting or open when this runs: read :attr:`status` for the current one)."""
-        return self._lifecycle("status", callback)
-
-    def _lifecycle(
-        self, kind: Literal["open", "close", "error", "status"], callback: Callable[..., Any]
-    ) -> Callable[[], None]:
-        with self._lock:
-            token = self._core.add_lifecycle(kind, callback)
-
-        def remove() -> None:
-            with self._lock:
-                self._core.remove_lifecycle(kind, token)
-
-        return remove
+    def _guard(self) -> contextlib.AbstractContextManager[Any]:
+        return self._lock
 
     # -- calls --------------------------------------------------------------------------
 
