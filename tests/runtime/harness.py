@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
@@ -20,6 +19,7 @@ from perdure.registry import Registry
 from perdure.runtime.runtime import ActorRuntime
 from perdure.store import MemoryStore, SQLiteStore, Store
 from perdure.store.codec import decode_value
+from tests.support import wait
 
 from ..support.postgres import new_schema_name, postgres_store
 
@@ -85,11 +85,7 @@ async def eventually(
     predicate: Callable[[], bool], *, timeout: float = WAIT, what: str = "condition"
 ) -> None:
     """Poll ``predicate`` until it holds; fail the test after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        await asyncio.sleep(0.005)
+    await wait.eventually(predicate, timeout=timeout, what=what)
 
 
 async def stored_state(runtime: ActorRuntime, actor_id: str) -> Any:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ from perdure.runtime.instance import ActorInstance
 from perdure.runtime.local import LocalHandle
 from perdure.store import MemoryStore, SQLiteStore, Store
 from perdure.store.codec import decode_value
+from tests.support import wait
 
 WAIT = 5.0
 # 2024-01-01T00:00:00Z: a round start makes deadlines easy to read in failures.
@@ -99,13 +99,4 @@ async def settle(rounds: int = 30) -> None:
 
 async def eventually(predicate: Callable[[], Any], *, what: str = "condition") -> None:
     """Poll ``predicate`` (sync or async) until true; fail after ``WAIT`` seconds."""
-    deadline = time.monotonic() + WAIT
-    while True:
-        result = predicate()
-        if asyncio.iscoroutine(result):
-            result = await result
-        if result:
-            return
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {WAIT} s waiting for {what}")
-        await asyncio.sleep(0.005)
+    await wait.eventually(predicate, timeout=WAIT, what=what)

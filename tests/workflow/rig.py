@@ -5,7 +5,6 @@ The database is a SQLite file, or a PostgreSQL schema when ``postgres_schema`` i
 
 from __future__ import annotations
 
-import asyncio
 import sqlite3
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -17,6 +16,7 @@ from psycopg import sql
 from perdure import ActorRuntime, Registry
 from perdure.runtime.local import LocalHandle
 from perdure.store import SQLiteStore, Store
+from tests.support import wait
 
 from ..support.postgres import POSTGRES_URL, postgres_store
 
@@ -82,6 +82,4 @@ async def eventually(
     check: Callable[[], Awaitable[bool]], *, timeout: float = 10.0, interval: float = 0.02
 ) -> None:
     """Wait until ``check()`` is true, or fail after ``timeout`` seconds."""
-    async with asyncio.timeout(timeout):
-        while not await check():
-            await asyncio.sleep(interval)
+    await wait.eventually(check, timeout=timeout, interval=interval)
