@@ -244,3 +244,19 @@ async def test_unserialisable_input_creates_nothing(make_runtime: RuntimeFactory
         await runtime.client().account.get_or_create("a", input={"x": object()}).resolve()
     assert await runtime.store.count_actors() == 0
     assert runtime.live_count == 0
+
+
+async def test_a_failing_connect_hook_is_an_internal_error(
+    make_runtime: RuntimeFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    def refuse(c: Any, params: Any) -> None:
+        raise ValueError("secret connect detail")
+
+    registry = setup(use={"thing": actor(on_before_connect=refuse, actions={"get": lambda c: 1})})
+    runtime = await make_runtime(registry)
+    handle = runtime.client().thing.get_or_create("a")
+    with caplog.at_level(logging.ERROR, logger="perdure"), pytest.raises(InternalError) as caught:
+        await handle.connect()
+    assert "secret" not in str(caught.value)
+    assert "secret connect detail" in caplog.text  # the details are in the log
+    assert await handle.get() == 1  # the actor itself is fine

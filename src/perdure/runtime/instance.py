@@ -158,15 +158,27 @@ class ActorInstance:
             raise ActorStopping("The actor is already stopping.")
         self.runtime.schedule_stop(self, reason)
 
-    async def stop(self, reason: StopReason) -> None:
-        """The stop sequence: abort, wind down work, on_sleep/on_destroy, close, final flush."""
+    def claim_stop(self, reason: StopReason) -> bool:
+        """Stop taking new work now (synchronously, so that nothing slips in between the
+        decision to stop and the stop itself). True for the caller that must then run
+        :meth:`run_stop_sequence`; False if the actor is already stopping."""
         if self.status in ("stopping", "stopped"):
-            await asyncio.shield(self.stopped)
-            return
+            return False
         self.status = "stopping"
         self.stop_reason = reason
         self._cancel_sleep_timer()
         self.abort.fire()
+        return True
+
+    async def stop(self, reason: StopReason) -> None:
+        """Stop the actor (or wait for the stop already under way)."""
+        if self.claim_stop(reason):
+            await self.run_stop_sequence()
+        else:
+            await asyncio.shield(self.stopped)
+
+    async def run_stop_sequence(self) -> None:
+        """Abort, wind down work, on_sleep/on_destroy, close connections, final flush."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.options.sleep_grace_period
         try:
@@ -385,6 +397,12 @@ class ActorInstance:
                     self.conns.pop(conn.id, None)
                     raise
             return conn
+        except (PerdureError, asyncio.CancelledError):
+            raise
+        except Exception as exc:
+            # Like actions: the details of a failing connect hook stay in the log.
+            self.log.exception("admitting a connection failed")
+            raise InternalError() from exc
         finally:
             self.leave()
 

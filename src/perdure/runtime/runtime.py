@@ -12,6 +12,7 @@ from perdure.definition import ActorDefinition
 from perdure.errors import (
     ActorAlreadyExists,
     ActorNotFound,
+    ActorStopping,
     InternalError,
     InvalidRequest,
     PerdureError,
@@ -71,6 +72,10 @@ class ActorRuntime:
         if self._closing:
             return
         self._closing = True
+        # Let actors that are waking finish starting, so that they are stopped properly.
+        waking = [future for future in self._waking.values() if not future.done()]
+        if waking:
+            await asyncio.wait(waking, timeout=10)
         await asyncio.gather(
             *(self._stop_instance(inst, "shutdown") for inst in list(self._live.values())),
             return_exceptions=True,
@@ -211,7 +216,7 @@ class ActorRuntime:
 
     async def _wake(self, actor_id: str, record: ActorRecord | None = None) -> ActorInstance:
         if self._closing:
-            raise ActorNotFound("The server is shutting down.")
+            raise ActorStopping("The server is shutting down.")
         future: asyncio.Future[ActorInstance] = asyncio.get_running_loop().create_future()
         self._waking[actor_id] = future
         try:
@@ -250,16 +255,26 @@ class ActorRuntime:
         return instance
 
     def schedule_stop(self, instance: ActorInstance, reason: StopReason) -> None:
-        """Stop an instance in the background (sleep or destroy)."""
-        self.spawn(self._stop_instance(instance, reason), name=f"stop {instance.actor_id}")
+        """Stop an instance in the background (sleep or destroy). It takes no new work
+        from this moment on: later calls wait for the stop and wake the actor again."""
+        if instance.claim_stop(reason):
+            self.spawn(self._finish_stop(instance), name=f"stop {instance.actor_id}")
 
     async def _stop_instance(self, instance: ActorInstance, reason: StopReason) -> None:
+        if instance.claim_stop(reason):
+            await self._finish_stop(instance)
+        else:
+            await asyncio.shield(instance.stopped)
+
+    async def _finish_stop(self, instance: ActorInstance) -> None:
+        reason = instance.stop_reason
         try:
-            await instance.stop(reason)
+            await instance.run_stop_sequence()
         finally:
             if self._live.get(instance.actor_id) is instance:
                 del self._live[instance.actor_id]
-            _log.debug("%s %s/%s", _STOPPED.get(reason, reason), instance.name, instance.actor_id)
+            label = _STOPPED.get(reason or "", reason)
+            _log.debug("%s %s/%s", label, instance.name, instance.actor_id)
 
     async def drop_instance(self, instance: ActorInstance) -> None:
         """Forget an instance whose writes failed (see ``ActorInstance.crash``)."""
