@@ -60,9 +60,12 @@ def _enable_wal(db: sqlite3.Connection) -> None:
             time.sleep(0.02)
 
 
-def connect(target: str, *, uri: bool = False) -> sqlite3.Connection:
-    """A connection in autocommit mode: transactions are begun explicitly."""
-    db = sqlite3.connect(target, uri=uri, isolation_level=None, check_same_thread=True)
+def connect(target: str, *, uri: bool = False, shared: bool = False) -> sqlite3.Connection:
+    """A connection in autocommit mode: transactions are begun explicitly.
+
+    ``shared``: used from more than one thread, never at the same time (a lock guards it).
+    """
+    db = sqlite3.connect(target, uri=uri, isolation_level=None, check_same_thread=not shared)
     # Readers and the writer never wait on each other in WAL mode, but a checkpoint or a
     # second process can hold a lock briefly; wait for it rather than fail.
     db.execute("PRAGMA busy_timeout = 5000").fetchall()
@@ -326,6 +329,13 @@ class GroupCommitWriter:
         self._failure: BaseException | None = None
         self._ready: asyncio.Future[None] | None = None
         self._inflight: list[WriteOp] = []
+        # The write connection is used by the writer thread and, for the inline fast path,
+        # by the event loop thread: never both at once (this lock), and the inline path
+        # only when nothing submitted earlier is still unwritten (the two counters).
+        self._db: sqlite3.Connection | None = None
+        self._db_lock = threading.Lock()
+        self._submitted = 0
+        self._written = 0
 
     async def start(self) -> None:
         """Start the thread; it connects and migrates. Raises what migration raised."""
@@ -348,7 +358,32 @@ class GroupCommitWriter:
             raise InternalError("The SQLite writer thread has failed.") from self._failure
         if not self._accepting:
             raise StoreClosed("SQLite")
+        self._submitted += 1
         self._queue.put(op)
+
+    def write_inline(self, op: WriteOp) -> bool:
+        """Write ``op`` now on the calling (event loop) thread if the writer is idle.
+
+        A lone commit then costs one SQLite transaction instead of two thread hand-offs
+        (about 100 µs on a virtual machine). Only when everything submitted before has
+        been written, so commits stay in submission order; otherwise returns False and
+        the caller queues the op. The op's future is settled on the next loop iteration.
+        """
+        db = self._db
+        if db is None or self._failure is not None or not self._accepting:
+            return False
+        if self._submitted != self._written or not self._db_lock.acquire(blocking=False):
+            return False
+        try:
+            if self._submitted != self._written or self._db is not db:
+                return False
+            self._write_batch(db, [op])
+        finally:
+            self._db_lock.release()
+        # Settled on the next loop iteration, not now: a caller awaiting commits in a
+        # loop must still yield to the other tasks between them.
+        op.future.get_loop().call_soon(_resolve, [op])
+        return True
 
     async def stop(self) -> None:
         """Write everything accepted so far, close the connection, end the thread."""
@@ -373,6 +408,7 @@ class GroupCommitWriter:
         except BaseException as exc:
             _settle_one(self._ready, exc)
             return
+        self._db = db
         _settle_one(self._ready, None)
         stop: WriteOp | None = None
         try:
@@ -381,12 +417,14 @@ class GroupCommitWriter:
             self._fail_all(exc)
             raise
         finally:
-            db.close()
+            with self._db_lock:
+                self._db = None
+                db.close()
             if stop is not None:
                 _settle_batch([stop])  # only now: close() returns after the file is closed
 
     def _open_connection(self) -> sqlite3.Connection:
-        db = connect(str(self._path))
+        db = connect(str(self._path), shared=True)
         try:
             _enable_wal(db)
             db.execute(f"PRAGMA synchronous = {self._synchronous}").fetchall()
@@ -405,7 +443,9 @@ class GroupCommitWriter:
             stop = batch[-1] if isinstance(batch[-1], _StopOp) else None
             ops = batch[:-1] if stop is not None else batch
             if ops:
-                self._write_batch(db, ops)
+                with self._db_lock:
+                    self._write_batch(db, ops)
+                    self._written += len(ops)
                 _settle_batch(ops)
             self._inflight = []
             if stop is not None:

@@ -136,11 +136,15 @@ class SQLiteStore(Store):
 
     async def commit(self, commit: ActorCommit) -> None:
         """Apply ``commit`` atomically; its contents are copied before this returns control."""
-        await self._submit(CommitOp(self._new_future(), commit))
+        await self.submit(commit)
 
     def submit(self, commit: ActorCommit) -> asyncio.Future[None]:
-        """Queue ``commit`` for the writer now; the future settles when it is durable."""
-        return self._submit(CommitOp(self._new_future(), commit))
+        """Write ``commit`` now if the writer is idle, else queue it for the next group
+        commit; the future settles when it is durable."""
+        op = CommitOp(self._new_future(), commit)
+        if self._writer is not None and self._writer.write_inline(op):
+            return op.future
+        return self._submit(op)
 
     async def delete_actor(self, actor_id: str) -> bool:
         """Delete the actor with all its data; ``False`` if it did not exist."""
