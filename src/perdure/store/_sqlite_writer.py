@@ -336,6 +336,7 @@ class GroupCommitWriter:
         self._db_lock = threading.Lock()
         self._submitted = 0
         self._written = 0
+        self._tick: list[WriteOp] = []  # commits accepted in this loop iteration
 
     async def start(self) -> None:
         """Start the thread; it connects and migrates. Raises what migration raised."""
@@ -353,21 +354,43 @@ class GroupCommitWriter:
         self._accepting = True
 
     def submit(self, op: WriteOp) -> None:
-        """Queue ``op`` for the next batch (called on the event loop thread)."""
+        """Queue ``op`` for the writer thread (called on the event loop thread)."""
+        self._check_accepting()
+        if self._tick:
+            self._end_of_tick()  # commits accepted earlier go first
+        self._enqueue(op)
+
+    def _check_accepting(self) -> None:
         if self._failure is not None:
             raise InternalError("The SQLite writer thread has failed.") from self._failure
         if not self._accepting:
             raise StoreClosed("SQLite")
+
+    def _enqueue(self, op: WriteOp) -> None:
         self._submitted += 1
         self._queue.put(op)
 
-    def write_inline(self, op: WriteOp) -> bool:
-        """Write ``op`` now on the calling (event loop) thread if the writer is idle.
+    def submit_commit(self, op: WriteOp) -> None:
+        """Accept a commit; the commits of one event-loop iteration are written together
+        at its end (group commit), on the loop thread if the writer is idle."""
+        self._check_accepting()
+        self._tick.append(op)
+        if len(self._tick) == 1:
+            op.future.get_loop().call_soon(self._end_of_tick)
+
+    def _end_of_tick(self) -> None:
+        ops, self._tick = self._tick, []
+        if ops and not self._write_inline(ops):
+            for op in ops:
+                self._enqueue(op)
+
+    def _write_inline(self, ops: list[WriteOp]) -> bool:
+        """Write ``ops`` now, on the event loop thread, if the writer is idle.
 
         A lone commit then costs one SQLite transaction instead of two thread hand-offs
         (about 100 µs on a virtual machine). Only when everything submitted before has
         been written, so commits stay in submission order; otherwise returns False and
-        the caller queues the op. The op's future is settled on the next loop iteration.
+        the caller queues the ops for the writer thread.
         """
         db = self._db
         if db is None or self._failure is not None or not self._accepting:
@@ -377,16 +400,18 @@ class GroupCommitWriter:
         try:
             if self._submitted != self._written or self._db is not db:
                 return False
-            self._write_batch(db, [op])
+            self._write_batch(db, ops)
         finally:
             self._db_lock.release()
         # Settled on the next loop iteration, not now: a caller awaiting commits in a
         # loop must still yield to the other tasks between them.
-        op.future.get_loop().call_soon(_resolve, [op])
+        ops[0].future.get_loop().call_soon(_resolve, ops)
         return True
 
     async def stop(self) -> None:
         """Write everything accepted so far, close the connection, end the thread."""
+        if self._tick:
+            self._end_of_tick()  # accepted in this iteration: written before the stop
         self._accepting = False
         if self._thread.is_alive():
             stop = _StopOp(asyncio.get_running_loop().create_future())

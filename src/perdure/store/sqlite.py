@@ -139,12 +139,13 @@ class SQLiteStore(Store):
         await self.submit(commit)
 
     def submit(self, commit: ActorCommit) -> asyncio.Future[None]:
-        """Write ``commit`` now if the writer is idle, else queue it for the next group
-        commit; the future settles when it is durable."""
+        """Accept ``commit`` for this loop iteration's group commit; the future settles
+        when it is durable."""
+        if self._writer is None:
+            raise StoreClosed("SQLite")
         op = CommitOp(self._new_future(), commit)
-        if self._writer is not None and self._writer.write_inline(op):
-            return op.future
-        return self._submit(op)
+        self._writer.submit_commit(op)
+        return op.future
 
     async def delete_actor(self, actor_id: str) -> bool:
         """Delete the actor with all its data; ``False`` if it did not exist."""
