@@ -1,8 +1,9 @@
 """The SQLite backend: one file per deployment, WAL, a group-commit writer thread.
 
 Writes (``create_actor``, ``commit``, ``delete_actor``) go to one writer thread that
-batches the writes of many actors into one transaction (see
-:mod:`perdure.store._sqlite_writer`). Reads run synchronously on the event loop thread
+batches the writes of many actors into one transaction, or, for commits while that
+thread is idle, are written together at the end of the event-loop iteration on the loop
+thread (see :mod:`perdure.store._sqlite_writer`). Reads run synchronously on the event loop thread
 through a separate read-only connection: in WAL mode readers never wait for the writer,
 and a point lookup costs a few microseconds, far less than a hop to another thread.
 A write is visible to every read made after its ``await`` returns, because the writer
