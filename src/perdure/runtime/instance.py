@@ -462,14 +462,30 @@ class ActorInstance:
         return self._next_flush
 
     def flush_now(self) -> asyncio.Future[None]:
-        """Like :meth:`request_flush`, but submit at once (a workflow step's commit)."""
-        if self._next_flush is None:
-            # No tick-end flush is scheduled: start one now without scheduling it.
-            self._next_flush = waiter = asyncio.get_running_loop().create_future()
-        else:
+        """Like :meth:`request_flush`, but submit at once (a workflow step's commit).
+
+        With no tick-end flush pending, the store's own future is returned: one future
+        and one callback fewer on the hot path of every workflow step.
+        """
+        if self._next_flush is not None:
             waiter = self._next_flush
-        self._start_flush()
-        return waiter
+            self._start_flush()
+            return waiter
+        loop = asyncio.get_running_loop()
+        if self.status == "stopped":
+            return _failed(loop, ActorAborted())
+        try:
+            future = self._submit_pending()
+        except Exception as exc:
+            return _failed(loop, exc)
+        if future is not None:
+            return future
+        previous = self._last_commit
+        if previous is not None and not previous.done():
+            return previous  # nothing new, but what the caller did may still be in flight
+        done: asyncio.Future[None] = loop.create_future()
+        done.set_result(None)
+        return done
 
     def _start_flush(self) -> None:
         waiter, self._next_flush = self._next_flush, None
@@ -480,34 +496,52 @@ class ActorInstance:
             # may own the actor by now, and this one's older state would overwrite it.
             self._fail(waiter, ActorAborted())
             return
+        try:
+            future = self._submit_pending()
+        except Exception as exc:
+            self._fail(waiter, exc)
+            return
+        if future is None:
+            # Nothing new to write, but what the caller read may still be in flight.
+            future = self._last_commit
+            if future is None or future.done():
+                if not waiter.done():
+                    waiter.set_result(None)
+                return
+        future.add_done_callback(functools.partial(self._commit_done, waiter))
+
+    def _submit_pending(self) -> asyncio.Future[None] | None:
+        """Submit the pending writes (and the state, if it changed) as one commit.
+
+        Returns the store's future, or ``None`` when there is nothing to write. A state
+        that cannot be encoded, or a store that refuses the commit, raises (and the
+        instance is dropped: see :meth:`_poison`).
+        """
         commit, self._pending = self._pending, ActorCommit(self.actor_id)
         try:
             self._add_state(commit)
         except PerdureError as exc:
             self._pending = commit  # nothing was written: keep its other writes for later
-            self._fail(waiter, exc)
             self._poison(exc)
-            return
+            raise
         if commit.is_empty():
-            # Nothing new to write, but what the caller read may still be in flight.
-            previous = self._last_commit
-            if previous is None or previous.done():
-                if not waiter.done():
-                    waiter.set_result(None)
-            else:
-                previous.add_done_callback(functools.partial(self._commit_done, waiter))
-            return
+            return None
         if commit.state is not None:
             self._last_state = commit.state
         try:
             future = self.runtime.store.submit(commit)
         except Exception as exc:
-            self._fail(waiter, exc)
             self._poison(exc)
-            return
+            raise
         # Several commits may be in flight: the store applies them in submission order.
         self._last_commit = future
-        future.add_done_callback(functools.partial(self._commit_done, waiter))
+        future.add_done_callback(self._after_commit)
+        return future
+
+    def _after_commit(self, future: asyncio.Future[None]) -> None:
+        error = ActorAborted() if future.cancelled() else future.exception()
+        if error is not None:
+            self._poison(error)
 
     def _add_state(self, commit: ActorCommit) -> None:
         data = encode_value(self.state, what="state", owner=f"{self.name}/{self.actor_id}")
@@ -527,7 +561,6 @@ class ActorInstance:
                 waiter.set_result(None)
             return
         self._fail(waiter, error)
-        self._poison(error)
 
     def _fail(self, waiter: asyncio.Future[None], exc: BaseException) -> None:
         if not waiter.done():
@@ -615,3 +648,9 @@ class ActorInstance:
 
     def __repr__(self) -> str:
         return f"ActorInstance({self.name}/{self.actor_id}, {self.status})"
+
+
+def _failed(loop: asyncio.AbstractEventLoop, error: BaseException) -> asyncio.Future[None]:
+    future: asyncio.Future[None] = loop.create_future()
+    future.set_exception(error)
+    return future
