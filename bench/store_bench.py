@@ -182,26 +182,12 @@ async def bench_steps(kind: str, quick: bool) -> dict[str, Any]:
 
 async def bench_progress(kind: str, quick: bool) -> dict[str, Any]:
     from examples.progress import registry as progress_registry
+    from workflow_bench import run_many_actors  # bench/workflow_bench.py
 
     actors, jobs = (20, 10) if quick else (100, 50)
     async with backend(kind) as where, ActorRuntime(progress_registry, where.store()) as rt:
-        client = rt.client()
-        handles = [client.progressActor.get_or_create([f"a{i}"]) for i in range(actors)]
-        ids = [await handle.resolve() for handle in handles]
-        started = time.perf_counter()
-
-        async def feed(actor_id: str) -> None:
-            for _ in range(jobs):
-                await rt.send(actor_id, "jobs", {"value": 1})
-
-        await asyncio.gather(*(feed(actor_id) for actor_id in ids))
-        async with asyncio.timeout(600):
-            for handle in handles:
-                while (await handle.getState())["progress"]["completed"] < jobs:
-                    await asyncio.sleep(0.01)
-        elapsed = time.perf_counter() - started
-    steps = actors * jobs * 2
-    return {"steps": steps, "seconds": round(elapsed, 2), "steps_per_s": round(steps / elapsed)}
+        result = await run_many_actors(rt, actors, jobs)
+    return {key: result[key] for key in ("steps", "seconds", "steps_per_s")}
 
 
 async def bench_http(kind: str, quick: bool) -> dict[str, Any]:

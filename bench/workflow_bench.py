@@ -110,24 +110,26 @@ async def bench_step_cost(steps: int = 1000) -> dict[str, Any]:
     return {"steps": steps, "us_per_step": round(finished["seconds"] / steps * 1e6, 1)}
 
 
-async def bench_many_actors(actors: int = 100, jobs_per_actor: int = 50) -> dict[str, Any]:
-    with tempfile.TemporaryDirectory() as tmp:
-        async with ActorRuntime(progress_registry, SQLiteStore(Path(tmp) / "c.db")) as runtime:
-            client = runtime.client()
-            handles = [client.progressActor.get_or_create([f"a{i}"]) for i in range(actors)]
-            ids = [await h.resolve() for h in handles]
-            started = time.perf_counter()
+async def run_many_actors(
+    runtime: ActorRuntime, actors: int, jobs_per_actor: int
+) -> dict[str, Any]:
+    """Feed ``jobs_per_actor`` jobs to each of ``actors`` progress actors at once and time
+    until every one has completed them (also used by ``store_bench.py``)."""
+    client = runtime.client()
+    handles = [client.progressActor.get_or_create([f"a{i}"]) for i in range(actors)]
+    ids = [await h.resolve() for h in handles]
+    started = time.perf_counter()
 
-            async def feed(actor_id: str) -> None:
-                for _ in range(jobs_per_actor):
-                    await runtime.send(actor_id, "jobs", {"value": 1})
+    async def feed(actor_id: str) -> None:
+        for _ in range(jobs_per_actor):
+            await runtime.send(actor_id, "jobs", {"value": 1})
 
-            await asyncio.gather(*(feed(actor_id) for actor_id in ids))
-            async with asyncio.timeout(300):
-                for handle in handles:
-                    while (await handle.getState())["progress"]["completed"] < jobs_per_actor:
-                        await asyncio.sleep(0.01)
-            elapsed = time.perf_counter() - started
+    await asyncio.gather(*(feed(actor_id) for actor_id in ids))
+    async with asyncio.timeout(600):
+        for handle in handles:
+            while (await handle.getState())["progress"]["completed"] < jobs_per_actor:
+                await asyncio.sleep(0.01)
+    elapsed = time.perf_counter() - started
     steps = actors * jobs_per_actor * 2
     return {
         "actors": actors,
@@ -135,6 +137,12 @@ async def bench_many_actors(actors: int = 100, jobs_per_actor: int = 50) -> dict
         "seconds": round(elapsed, 3),
         "steps_per_s": round(steps / elapsed),
     }
+
+
+async def bench_many_actors(actors: int = 100, jobs_per_actor: int = 50) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory() as tmp:
+        async with ActorRuntime(progress_registry, SQLiteStore(Path(tmp) / "c.db")) as runtime:
+            return await run_many_actors(runtime, actors, jobs_per_actor)
 
 
 BENCHES = {"a": bench_progress_over_http, "b": bench_step_cost, "c": bench_many_actors}
