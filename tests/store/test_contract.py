@@ -16,6 +16,7 @@ from perdure.keys import Key
 from perdure.store import (
     ActorCommit,
     ActorRecord,
+    MemoryStore,
     QueueMessageRecord,
     Store,
     StoreClosed,
@@ -517,6 +518,42 @@ async def test_large_integers_in_actor_fields(store: Store) -> None:
 
 
 # --- lifecycle --------------------------------------------------------------------------
+
+
+async def test_data_survives_close_and_reopen(store_factory: StoreFactory, tmp_path: Path) -> None:
+    first = store_factory(tmp_path)
+    if isinstance(first, MemoryStore):
+        pytest.skip("the memory store keeps nothing once closed")
+    await wait(first.open())
+    try:
+        await wait(first.create_actor(record("a1", wake_at=5)))
+        await wait(
+            first.commit(
+                ActorCommit("a1", state=b"kept", queue_put=[message(1)], history_put={"step": b"h"})
+            )
+        )
+    finally:
+        await wait(first.close())
+    second = store_factory(tmp_path)
+    await wait(second.open())
+    try:
+        assert await second.get_actor("a1") == record("a1", wake_at=5, state=b"kept")
+        assert await second.load_queue("a1") == [message(1)]
+        assert await second.load_history("a1") == {"step": b"h"}
+        assert await second.next_wake_at() == 5
+    finally:
+        await wait(second.close())
+
+
+async def test_a_cancelled_commit_is_still_applied(store: Store) -> None:
+    await wait(store.create_actor(record("a1")))
+    task = asyncio.ensure_future(store.commit(ActorCommit("a1", state=b"cancelled")))
+    await asyncio.sleep(0)  # submitted: the caller gives up, the write goes on
+    task.cancel()
+    await wait(store.commit(ActorCommit("a1", history_put={"after": b"x"})))
+    got = await store.get_actor("a1")
+    assert got is not None
+    assert got.state == b"cancelled"
 
 
 async def test_open_and_close_are_idempotent(store_factory: StoreFactory, tmp_path: Path) -> None:

@@ -17,7 +17,7 @@ import pytest
 from psycopg import sql
 
 from perdure.errors import ActorAlreadyExists, ActorNotFound
-from perdure.store import ActorCommit, ActorRecord, QueueMessageRecord
+from perdure.store import ActorCommit, ActorRecord
 from perdure.store._postgres_ops import CommitOp, CreateOp, DeleteOp
 from perdure.store._postgres_schema import apply_postgres_migrations, lock_key, wake_channel
 from perdure.store._postgres_sql import DUE_ACTORS, NEXT_WAKE_AT
@@ -174,24 +174,6 @@ async def test_a_newer_schema_is_refused(schema: str) -> None:
 # --- reopening, ordering, query plans ---------------------------------------------------
 
 
-async def test_data_survives_close_and_reopen(schema: str) -> None:
-    async with opened(schema) as store:
-        await store.create_actor(record("a1", wake_at=5))
-        await store.commit(
-            ActorCommit(
-                "a1",
-                state=b"kept",
-                queue_put=[QueueMessageRecord(1, "jobs", b"m", 2)],
-                history_put={"step": b"h"},
-            )
-        )
-    async with opened(schema) as store:
-        assert await store.get_actor("a1") == record("a1", wake_at=5, state=b"kept")
-        assert await store.load_queue("a1") == [QueueMessageRecord(1, "jobs", b"m", 2)]
-        assert await store.load_history("a1") == {"step": b"h"}
-        assert await store.next_wake_at() == 5
-
-
 async def test_actors_are_listed_in_byte_order_whatever_the_locale(schema: str) -> None:
     ids = ["b", "B", "_x", "a", "é", "Z", "a-1", "a_1"]
     async with opened(schema) as store:
@@ -320,18 +302,6 @@ async def test_a_resent_create_recognises_its_own_row(schema: str) -> None:
         # Without the resend flag the same create is the contract's duplicate.
         with pytest.raises(ActorAlreadyExists):
             await store.create_actor(record("a1"))
-
-
-async def test_a_cancelled_commit_is_still_applied(schema: str) -> None:
-    async with opened(schema) as store:
-        await store.create_actor(record("a1"))
-        task = asyncio.ensure_future(store.commit(ActorCommit("a1", state=b"cancelled")))
-        await asyncio.sleep(0)
-        task.cancel()
-        await store.commit(ActorCommit("a1", history_put={"after": b"x"}))
-        got = await store.get_actor("a1")
-        assert got is not None
-        assert got.state == b"cancelled"
 
 
 async def test_power_durability_turns_synchronous_commit_back_on(schema: str) -> None:

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from perdure.store import ActorCommit, ActorRecord, QueueMessageRecord, SQLiteStore
+from perdure.store import ActorCommit, ActorRecord, SQLiteStore
 from perdure.store._sqlite_writer import CommitOp, CreateOp, DeleteOp, GroupCommitWriter
 from perdure.store.migrations import (
     MIGRATIONS,
@@ -55,25 +55,6 @@ async def opened(path: Path, **options: Any) -> Any:
 
 
 # --- files and reopening ----------------------------------------------------------------
-
-
-async def test_data_survives_close_and_reopen(tmp_path: Path) -> None:
-    path = tmp_path / "db.sqlite"
-    async with opened(path) as store:
-        await store.create_actor(record("a1", wake_at=5))
-        await store.commit(
-            ActorCommit(
-                "a1",
-                state=b"kept",
-                queue_put=[QueueMessageRecord(1, "jobs", b"m", 2)],
-                history_put={"step": b"h"},
-            )
-        )
-    async with opened(path) as store:
-        assert await store.get_actor("a1") == record("a1", wake_at=5, state=b"kept")
-        assert await store.load_queue("a1") == [QueueMessageRecord(1, "jobs", b"m", 2)]
-        assert await store.load_history("a1") == {"step": b"h"}
-        assert await store.next_wake_at() == 5
 
 
 async def test_open_creates_directories_and_handles_odd_names(tmp_path: Path) -> None:
@@ -285,18 +266,6 @@ async def test_one_batch_isolates_expected_and_unexpected_failures(tmp_path: Pat
         assert await store.get_actor("a2") is None
         assert await store.get_actor("a3") is None
         assert await store.get_actor("a4") == record("a4")
-
-
-async def test_a_cancelled_commit_is_still_applied(tmp_path: Path) -> None:
-    async with opened(tmp_path / "db.sqlite") as store:
-        await store.create_actor(record("a1"))
-        task = asyncio.ensure_future(store.commit(ActorCommit("a1", state=b"cancelled")))
-        await asyncio.sleep(0)  # submitted, now awaiting the writer
-        task.cancel()
-        await store.commit(ActorCommit("a1", history_put={"after": b"x"}))
-        got = await store.get_actor("a1")
-        assert got is not None
-        assert got.state == b"cancelled"
 
 
 async def test_commit_contents_are_copied_at_submission(tmp_path: Path) -> None:
