@@ -65,6 +65,12 @@ def test_bad_endpoint_is_refused(endpoint: str) -> None:
         ClientConfig.build(endpoint)
 
 
+@pytest.mark.parametrize("delay", [0, -1.0])
+def test_reconnect_delay_cap_must_be_positive(delay: float) -> None:
+    with pytest.raises(ValueError, match="max_reconnect_delay"):
+        ClientConfig.build(max_reconnect_delay=delay)
+
+
 def test_unknown_encoding_is_refused() -> None:
     with pytest.raises(ValueError, match="encoding"):
         ClientConfig.build(encoding="msgpack")

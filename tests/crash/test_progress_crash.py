@@ -17,7 +17,9 @@ are not in it.
 from __future__ import annotations
 
 import asyncio
+import os
 import random
+import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -80,12 +82,16 @@ async def test_progress_survives_kill_9(tmp_path: Path, store_args: list[str]) -
         env={"PERDURE_SIDE_EFFECTS": str(effects)},
         extra_args=store_args,
     )
-    seed = random.randrange(1 << 30)
+    # PERDURE_CRASH_SEED replays the kill moments of a failed run (its message gives the seed).
+    seed = int(os.environ.get("PERDURE_CRASH_SEED") or random.randrange(1 << 30))
     rng = random.Random(seed)
     kill_points = sorted(rng.sample(range(50, JOBS - 50), KILLS))
+    started = time.monotonic()
     await asyncio.to_thread(server.start)
     try:
-        async with create_client(server.url) as client:
+        # Kills come about a second apart: the default backoff (doubling to 30 s) could
+        # leave the subscriber waiting out most of the run.
+        async with create_client(server.url, max_reconnect_delay=0.5) as client:
             handle = client.progressActor.get_or_create(["crash"])
             conn = handle.connect()
             events: list[tuple[str, int, int]] = []
@@ -93,6 +99,8 @@ async def test_progress_survives_kill_9(tmp_path: Path, store_args: list[str]) -
                 "progressUpdated",
                 lambda p: events.append((p["stage"], p["completed"], p["total"])),
             )
+            opens: list[float] = []
+            conn.on_open(lambda: opens.append(round(time.monotonic() - started, 2)))
             await conn.wait_open(timeout=20)
             unknown = await send_with_kills(server, handle, kill_points, rng)
             state = await wait_drained(handle)
@@ -105,7 +113,7 @@ async def test_progress_survives_kill_9(tmp_path: Path, store_args: list[str]) -
     finally:
         server.kill()
 
-    context = f"seed={seed} kills={kill_points} unknown={sorted(unknown)}"
+    context = f"seed={seed} kills={kill_points} unknown={sorted(unknown)} opened at {opens}"
     counts = digits(state["sum"])
     assert counts == [1] * JOBS, f"jobs applied other than once ({context})"
     assert state["sum"] == sum(BASE**i for i in range(JOBS))

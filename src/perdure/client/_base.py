@@ -73,6 +73,8 @@ MAX_CONN_PARAMS_BYTES = 4096
 # Room left above the server's own limits before an HTTP call is abandoned: the server
 # times actions out itself (60 s by default) and answers with an error body.
 DEFAULT_TIMEOUT = 90.0
+# A socket that stays down is retried at least this often (seconds).
+DEFAULT_MAX_RECONNECT_DELAY = 30.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +84,8 @@ class ClientConfig:
     ``endpoint`` may carry ``namespace:token@`` in its authority (the official client's
     URL-auth form); they are moved to ``namespace``/``token``. ``timeout`` (seconds)
     bounds every HTTP request and every action over a connection; ``None`` waits forever.
+    ``max_reconnect_delay`` caps a connection's reconnect backoff (250 ms doubling up to
+    it): lower it where a server restarts often and events must resume quickly.
     """
 
     endpoint: str = DEFAULT_ENDPOINT
@@ -92,6 +96,7 @@ class ClientConfig:
     headers: Mapping[str, str] = field(default_factory=dict)
     timeout: float | None = DEFAULT_TIMEOUT
     max_input_size: int = 4096
+    max_reconnect_delay: float = DEFAULT_MAX_RECONNECT_DELAY
 
     @classmethod
     def build(
@@ -105,10 +110,13 @@ class ClientConfig:
         runner: str = "default",
         timeout: float | None = DEFAULT_TIMEOUT,
         max_input_size: int = 4096,
+        max_reconnect_delay: float = DEFAULT_MAX_RECONNECT_DELAY,
     ) -> ClientConfig:
         """Validate the user's arguments and normalise the endpoint."""
         if encoding not in ("json", "cbor", "bare"):
             raise ValueError(f"Unknown encoding {encoding!r}: use 'json', 'cbor' or 'bare'.")
+        if not max_reconnect_delay > 0:
+            raise ValueError(f"max_reconnect_delay must be positive, not {max_reconnect_delay!r}.")
         parts = urlsplit(endpoint)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"The endpoint must be an http(s) URL, not {endpoint!r}.")
@@ -127,6 +135,7 @@ class ClientConfig:
             headers=dict(headers or {}),
             timeout=timeout,
             max_input_size=max_input_size,
+            max_reconnect_delay=max_reconnect_delay,
         )
 
     @property

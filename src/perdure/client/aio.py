@@ -27,6 +27,7 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidSta
 
 from perdure.client._base import (
     DEFAULT_ENDPOINT,
+    DEFAULT_MAX_RECONNECT_DELAY,
     DEFAULT_TIMEOUT,
     ClientConfig,
     HttpCall,
@@ -42,6 +43,7 @@ from perdure.client._base import (
     resolve_call,
 )
 from perdure.client._connstate import (
+    Backoff,
     Call,
     ConnectionCore,
     Effect,
@@ -81,6 +83,7 @@ def create_client(
     namespace: str | None = None,
     token: str | None = None,
     timeout: float | None = DEFAULT_TIMEOUT,
+    max_reconnect_delay: float = DEFAULT_MAX_RECONNECT_DELAY,
 ) -> AsyncClient:
     """An :class:`AsyncClient` for the server at ``endpoint``; see :class:`AsyncClient`."""
     return AsyncClient(
@@ -90,6 +93,7 @@ def create_client(
         namespace=namespace,
         token=token,
         timeout=timeout,
+        max_reconnect_delay=max_reconnect_delay,
     )
 
 
@@ -116,6 +120,7 @@ class AsyncClient:
         namespace: str | None = None,
         token: str | None = None,
         timeout: float | None = DEFAULT_TIMEOUT,
+        max_reconnect_delay: float = DEFAULT_MAX_RECONNECT_DELAY,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         self.config = ClientConfig.build(
@@ -125,6 +130,7 @@ class AsyncClient:
             namespace=namespace,
             token=token,
             timeout=timeout,
+            max_reconnect_delay=max_reconnect_delay,
         )
         self._http = httpx.AsyncClient(
             transport=transport, timeout=timeout, headers={"user-agent": user_agent()}
@@ -306,7 +312,9 @@ class AsyncActorConnection(ConnectionView):
         self._client = client
         self._config = client.config
         self._plan: SocketPlan = plan_socket(client.config, target, params)
-        self._core: ConnectionCore[asyncio.Future[Any]] = ConnectionCore()
+        self._core: ConnectionCore[asyncio.Future[Any]] = ConnectionCore(
+            Backoff(maximum=self._config.max_reconnect_delay)
+        )
         self._loop = asyncio.get_running_loop()
         self._outbox: asyncio.Queue[Send] | None = None
         self._ws: ClientConnection | None = None

@@ -38,6 +38,7 @@ from websockets.sync.client import connect as ws_connect
 
 from perdure.client._base import (
     DEFAULT_ENDPOINT,
+    DEFAULT_MAX_RECONNECT_DELAY,
     DEFAULT_TIMEOUT,
     ClientConfig,
     HttpCall,
@@ -52,7 +53,7 @@ from perdure.client._base import (
     queue_call,
     resolve_call,
 )
-from perdure.client._connstate import Call, ConnectionCore, Effect, Reject, Resolve, Send
+from perdure.client._connstate import Backoff, Call, ConnectionCore, Effect, Reject, Resolve, Send
 from perdure.client._errors import ConnectionDisposed, TransportError, TransportTimeout
 from perdure.client._socket import (
     OPEN_TIMEOUT,
@@ -91,6 +92,7 @@ class Client:
         namespace: str | None = None,
         token: str | None = None,
         timeout: float | None = DEFAULT_TIMEOUT,
+        max_reconnect_delay: float = DEFAULT_MAX_RECONNECT_DELAY,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
         self.config = ClientConfig.build(
@@ -100,6 +102,7 @@ class Client:
             namespace=namespace,
             token=token,
             timeout=timeout,
+            max_reconnect_delay=max_reconnect_delay,
         )
         self._http = httpx.Client(
             transport=transport, timeout=timeout, headers={"user-agent": user_agent()}
@@ -265,7 +268,9 @@ class ActorConnection(ConnectionView):
         self._client = client
         self._config = client.config
         self._plan = plan_socket(client.config, target, params)
-        self._core: ConnectionCore[_Future[Any]] = ConnectionCore()
+        self._core: ConnectionCore[_Future[Any]] = ConnectionCore(
+            Backoff(maximum=self._config.max_reconnect_delay)
+        )
         # Guards the core and the socket reference; effects are applied while holding
         # it so frames and callbacks keep the order the core decided, whatever thread.
         self._lock = threading.RLock()
