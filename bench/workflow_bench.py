@@ -1,4 +1,4 @@
-"""Workflow benchmarks (run by hand: ``python bench/workflow_bench.py [a|b|c ...]``).
+"""Workflow benchmarks (run by hand: ``python bench/workflow_bench.py [a|b|c ...] [--runs N]``).
 
 (a) the seed's progress workload over the network: 2,000 jobs sent over HTTP by 32
     concurrent senders to one actor, until ``completed == 2000``, with a WebSocket
@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import sys
 import tempfile
@@ -26,6 +27,7 @@ from tests.support.server import ServerProcess
 from perdure import ActorRuntime, WorkflowContext, setup, workflow
 from perdure.client import create_client
 from perdure.store import SQLiteStore
+from perdure.tuning import tune_garbage_collector
 
 
 async def bench_progress_over_http(jobs: int = 2000, senders: int = 32) -> dict[str, Any]:
@@ -149,10 +151,22 @@ BENCHES = {"a": bench_progress_over_http, "b": bench_step_cost, "c": bench_many_
 
 
 def main() -> None:
-    chosen = sys.argv[1:] or list(BENCHES)
-    for name in chosen:
-        result = asyncio.run(BENCHES[name]())
-        print(f"({name})", result, flush=True)
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("benches", nargs="*", choices=[*BENCHES, []], default=list(BENCHES))
+    parser.add_argument("--runs", type=int, default=1, help="repeat each benchmark N times")
+    parser.add_argument(
+        "--no-gc-tuning",
+        dest="gc_tuning",
+        action="store_false",
+        help="keep Python's collector defaults (perdure serve tunes them; see perdure.tuning)",
+    )
+    args = parser.parse_args()
+    if args.gc_tuning:
+        tune_garbage_collector()  # (b) and (c) run in this process, as perdure serve would
+    for name in args.benches:
+        for _ in range(args.runs):
+            result = asyncio.run(BENCHES[name]())
+            print(f"({name})", result, flush=True)
 
 
 if __name__ == "__main__":

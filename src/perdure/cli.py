@@ -37,6 +37,7 @@ from perdure.registry import Registry
 from perdure.store import open_store
 from perdure.store.base import ActorRecord, Store
 from perdure.store.codec import decode_value
+from perdure.tuning import tune_garbage_collector
 
 __all__ = ["load_registry", "main"]
 
@@ -79,6 +80,12 @@ def _parser() -> argparse.ArgumentParser:
         default="info",
         choices=["critical", "error", "warning", "info", "debug"],
         help="log level (default info; debug adds an access log and actor wake/sleep)",
+    )
+    serve.add_argument(
+        "--no-gc-tuning",
+        dest="gc_tuning",
+        action="store_false",
+        help="keep Python's default garbage-collector settings (see perdure.tuning)",
     )
     actors = commands.add_parser("actors", help="list the actors in a store and their state")
     _add_store_options(actors)
@@ -197,6 +204,8 @@ def _serve(args: argparse.Namespace) -> int:
         # No proxy in front by default; trusting X-Forwarded-* is an explicit choice.
         proxy_headers=False,
     )
+    if args.gc_tuning:
+        tune_garbage_collector()  # everything long-lived is loaded by now
     _log.info(
         "perdure %s serving %s on http://%s:%d", __version__, args.registry, args.host, args.port
     )

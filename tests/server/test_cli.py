@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from perdure.cli import CliError, load_registry, main, plain
+from perdure.cli import CliError, _parser, load_registry, main, plain
 from perdure.registry import Registry
 
 REGISTRY_FILE = """
@@ -52,6 +52,12 @@ def test_load_registry_errors(spec: str, message: str) -> None:
 def test_serve_with_a_bad_registry_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["serve", "tests.server_app:nope", "--store", "memory://"]) == 2
     assert "has no attribute" in capsys.readouterr().err
+
+
+def test_serve_tunes_the_collector_unless_told_not_to() -> None:
+    assert _parser().parse_args(["serve", "app:registry"]).gc_tuning is True
+    args = _parser().parse_args(["serve", "app:registry", "--no-gc-tuning"])
+    assert args.gc_tuning is False
 
 
 def test_plain_makes_stored_values_printable() -> None:

@@ -276,6 +276,40 @@ async def test_commits_to_one_actor_apply_in_call_order(store: Store) -> None:
     assert await store.load_queue("a1") == [message(100)]
 
 
+async def test_interleaved_commits_of_several_actors_in_one_group(store: Store) -> None:
+    # Submitted together, so a grouping backend writes them in one transaction: each
+    # actor's commits must still apply in order although they set different columns, and
+    # a commit that sets no column of a missing actor must fail alone.
+    for actor_id in ("a1", "a2"):
+        await store.create_actor(record(actor_id))
+    writes = [
+        store.commit(ActorCommit("a1", state=b"1", queue_next_id=2, queue_put=[message(1)])),
+        store.commit(ActorCommit("a2", state=b"1", history_put={"h": b"1"})),
+        store.commit(ActorCommit("ghost", history_put={"h": b"x"})),
+        store.commit(ActorCommit("a1", state=b"2", queue_delete=[1], history_put={"h": b"2"})),
+        store.commit(ActorCommit("a2", set_wake_at=True, wake_at=5, history_delete=["h"])),
+        store.commit(ActorCommit("a1", history_put={"h": b"3"})),
+    ]
+    results = await wait(asyncio.gather(*writes, return_exceptions=True))
+    assert [type(result) for result in results] == [
+        type(None),
+        type(None),
+        ActorNotFound,
+        type(None),
+        type(None),
+        type(None),
+    ]
+    first, second = await store.get_actor("a1"), await store.get_actor("a2")
+    assert first is not None
+    assert second is not None
+    assert (first.state, first.queue_next_id, first.wake_at) == (b"2", 2, None)
+    assert (second.state, second.wake_at) == (b"1", 5)
+    assert await store.load_queue("a1") == []
+    assert await store.load_history("a1") == {"h": b"3"}
+    assert await store.load_history("a2") == {}
+    assert await store.load_history("ghost") == {}
+
+
 async def test_many_concurrent_commits_lose_nothing(store: Store) -> None:
     actors, steps = 24, 40
     for index in range(actors):

@@ -76,6 +76,7 @@ class ActorInstance:
         self.options = definition.options
         self.actor_id = record.actor_id
         self.name = record.name
+        self.label = f"{record.name}/{record.actor_id}"  # names the actor in errors
         self.key = record.key
         self.generation = record.generation + 1
         self.record = record
@@ -422,6 +423,10 @@ class ActorInstance:
         """Send an event to the connections subscribed to ``name``."""
         payload = list(args)
         self.runtime.validate_event(self.definition, name, payload)
+        self.send_event(name, payload)
+
+    def send_event(self, name: str, payload: list[Any]) -> None:
+        """Send an already validated event to the connections subscribed to ``name``."""
         for conn in self.conns.values():
             if name in conn.subscriptions:
                 conn.transport.send_event(name, payload)
@@ -544,7 +549,7 @@ class ActorInstance:
             self._poison(error)
 
     def _add_state(self, commit: ActorCommit) -> None:
-        data = encode_value(self.state, what="state", owner=f"{self.name}/{self.actor_id}")
+        data = encode_value(self.state, what="state", owner=self.label)
         if data != self._last_state:
             commit.state = data
             hook = self.definition.hooks.get("on_state_change")

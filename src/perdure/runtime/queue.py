@@ -176,7 +176,7 @@ class ActorQueue:
                 self._held.add(record.id)
             else:
                 del self._messages[record.id]
-                pending.queue_delete.append(record.id)
+                pending.delete_message(record.id)
             messages.append(self.to_message(record, completable=completable))
         return messages
 
@@ -204,7 +204,7 @@ class ActorQueue:
         """Remove a completable message durably, then answer its waiting sender."""
         self._held.discard(message.id)
         if self._messages.pop(message.id, None) is not None:
-            self._instance.pending_commit().queue_delete.append(message.id)
+            self._instance.pending_commit().delete_message(message.id)
         await self._instance.request_flush()
         self.resolve_completion(message.id, response)
 

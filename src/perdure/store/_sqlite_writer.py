@@ -199,10 +199,15 @@ class CommitOp(WriteOp):
         columns, values = _actor_changes(commit)
         self.update_sql = _update_sql(columns) if columns else None
         self.update_params = (*values, actor_id)
-        self.queue_put = [(actor_id, m.id, m.name, m.body, m.created_at) for m in commit.queue_put]
-        self.queue_delete = [(actor_id, message_id) for message_id in commit.queue_delete]
-        self.history_put = [(actor_id, loc, entry) for loc, entry in commit.history_put.items()]
-        self.history_delete = [(actor_id, loc) for loc in commit.history_delete]
+        # Most commits leave most of these empty: skip building what would stay empty.
+        put, delete = commit.queue_put, commit.queue_delete
+        self.queue_put = (
+            [(actor_id, m.id, m.name, m.body, m.created_at) for m in put] if put else ()
+        )
+        self.queue_delete = [(actor_id, message_id) for message_id in delete] if delete else ()
+        history, gone = commit.history_put, commit.history_delete
+        self.history_put = [(actor_id, loc, e) for loc, e in history.items()] if history else ()
+        self.history_delete = [(actor_id, loc) for loc in gone] if gone else ()
         self.schedule_writes = _schedule_writes(commit)
 
     def apply(self, db: sqlite3.Connection) -> None:
@@ -411,9 +416,11 @@ class GroupCommitWriter:
             self._write_batch(db, ops)
         finally:
             self._db_lock.release()
-        # Settled on the next loop iteration, not now: a caller awaiting commits in a
-        # loop must still yield to the other tasks between them.
-        ops[0].future.get_loop().call_soon(_resolve, ops)
+        # Settled now: every op here was accepted by submit_commit, which never writes
+        # synchronously, so each caller holds a pending future and has yielded (or will)
+        # to await it; its task resumes in the next iteration. Settling one iteration
+        # later would stretch every actor's step cycle by a third and shrink the groups.
+        _resolve(ops)
         return True
 
     async def stop(self) -> None:
@@ -497,8 +504,10 @@ class GroupCommitWriter:
     def _write_batch(self, db: sqlite3.Connection, ops: list[WriteOp]) -> None:
         try:
             db.execute("BEGIN IMMEDIATE")
-            for op in ops:
-                op.run(db)
+            if len(ops) == 1:
+                ops[0].run(db)
+            else:
+                _apply_merged(db, ops)
             db.execute("COMMIT")
             return
         except Exception as exc:
@@ -534,6 +543,69 @@ class GroupCommitWriter:
             op.error = InternalError("The SQLite writer thread has failed.")
             op.error.__cause__ = exc
         _settle_batch(ops)
+
+
+class _MissingActor(Exception):
+    """A merged write found an actor row missing: replay the batch op by op."""
+
+
+def _apply_merged(db: sqlite3.Connection, ops: list[WriteOp]) -> None:
+    """Apply a batch with one statement per kind of row where possible.
+
+    Commits of distinct actors touch disjoint rows, so their rows can be written in any
+    order: each run of commits with no actor repeated (a segment) is written as one
+    ``executemany`` per statement. A repeated actor starts a new segment, which keeps
+    that actor's commits in submission order. Other ops are applied alone, in place.
+    """
+    segment: list[CommitOp] = []
+    actors: set[str] = set()
+    for op in ops:
+        if isinstance(op, CommitOp) and op.actor_id not in actors:
+            segment.append(op)
+            actors.add(op.actor_id)
+            continue
+        if segment:
+            _write_segment(db, segment)
+            segment, actors = [], set()
+        if isinstance(op, CommitOp):
+            segment.append(op)
+            actors.add(op.actor_id)
+        else:
+            op.run(db)
+    if segment:
+        _write_segment(db, segment)
+
+
+def _write_segment(db: sqlite3.Connection, segment: list[CommitOp]) -> None:
+    """Write commits of distinct actors; raise ``_MissingActor`` before writing any
+    other row if one of their actors is gone (the batch is then replayed op by op)."""
+    updates: dict[str, list[tuple[object, ...]]] = {}
+    for op in segment:
+        op.result = op.error = None
+        if op.update_sql is None:
+            if not db.execute(_EXISTS_SQL, (op.actor_id,)).fetchall():
+                raise _MissingActor(op.actor_id)
+        else:
+            updates.setdefault(op.update_sql, []).append(op.update_params)
+    for sql, rows in updates.items():
+        if db.executemany(sql, rows).rowcount != len(rows):
+            raise _MissingActor(sql)
+    for sql, attribute in _SEGMENT_ROWS:
+        rows = [row for op in segment for row in getattr(op, attribute)]
+        if rows:
+            db.executemany(sql, rows)
+    for op in segment:
+        for sql, schedule_rows in op.schedule_writes:
+            db.executemany(sql, schedule_rows)
+
+
+# The per-commit rows written by one statement per segment, in CommitOp.apply's order.
+_SEGMENT_ROWS = (
+    (_QUEUE_PUT_SQL, "queue_put"),
+    (_QUEUE_DELETE_SQL, "queue_delete"),
+    (_HISTORY_PUT_SQL, "history_put"),
+    (_HISTORY_DELETE_SQL, "history_delete"),
+)
 
 
 def _rollback(db: sqlite3.Connection) -> None:

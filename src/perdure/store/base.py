@@ -145,6 +145,19 @@ class ActorCommit:
     fire_put: list[ScheduleFireRecord] = field(default_factory=list)
     fire_prune: list[tuple[str, int]] = field(default_factory=list)
 
+    def delete_message(self, message_id: int) -> None:
+        """Remove queue message ``message_id``.
+
+        A message put by this same commit is simply dropped from it: sent and consumed
+        before the commit was written, it never needs a row (the consuming history
+        entry, in this commit too, records its body).
+        """
+        for index, record in enumerate(self.queue_put):
+            if record.id == message_id:
+                del self.queue_put[index]
+                return
+        self.queue_delete.append(message_id)
+
     def is_empty(self) -> bool:
         """True when the commit would write nothing."""
         return (

@@ -151,7 +151,7 @@ class WorkflowRunner:
         """Move history changes into the actor's pending commit (no waiting)."""
         changed, deleted = self.history.take_changes()
         pending = self.instance.pending_commit()
-        owner = f"{self.instance.name}/{self.instance.actor_id}"
+        owner = self.instance.label
         for location, entry in changed.items():
             pending.history_put[location] = encode_value(
                 entry.to_record(), what=f"workflow entry `{location}`", owner=owner
@@ -169,9 +169,10 @@ class WorkflowRunner:
             self.deliver(events)
 
     def deliver(self, events: list[tuple[str, tuple[Any, ...]]]) -> None:
-        """Send committed events to subscribed connections."""
+        """Send committed events to subscribed connections (validated when the step
+        broadcast them)."""
         for name, args in events:
-            self.instance.broadcast(name, args)
+            self.instance.send_event(name, list(args))
 
     async def report_error(self, event: dict[str, Any]) -> None:
         """Call the ``on_error`` hook (observational; its failures are only logged)."""
