@@ -15,7 +15,9 @@ from typing import Any
 import pytest
 
 from perdure.store import ActorCommit, ActorRecord, SQLiteStore
-from perdure.store._sqlite_writer import CommitOp, CreateOp, DeleteOp, GroupCommitWriter
+from perdure.store._sqlite_checkpoint import FALLBACK_AUTOCHECKPOINT_PAGES
+from perdure.store._sqlite_ops import CallOp, CommitOp, CreateOp, DeleteOp
+from perdure.store._sqlite_writer import GroupCommitWriter
 from perdure.store.migrations import (
     MIGRATIONS,
     Migration,
@@ -25,6 +27,7 @@ from perdure.store.migrations import (
     split_sqlite_statements,
 )
 from perdure.store.sqlite import _DUE_ACTORS, _NEXT_WAKE_AT
+from tests.support.wait import eventually
 
 TIMEOUT = 10.0
 CRASH_WRITER = Path(__file__).with_name("crash_writer.py")
@@ -97,6 +100,25 @@ async def test_wal_mode_and_process_durability(tmp_path: Path) -> None:
 async def test_power_durability_sets_synchronous_full(tmp_path: Path) -> None:
     async with opened(tmp_path / "db.sqlite", durability="power") as store:
         assert await store.pragmas() == {"journal_mode": "wal", "synchronous": 2}
+
+
+async def test_wal_is_checkpointed_by_the_checkpoint_thread(tmp_path: Path) -> None:
+    path = tmp_path / "db.sqlite"
+    async with opened(path) as store:
+        writer = store._writer
+        assert writer is not None
+        future = asyncio.get_running_loop().create_future()
+        writer.submit(CallOp(future, lambda db: db.execute("PRAGMA wal_autocheckpoint").fetchone()))
+        # The write connection checkpoints only as a fallback, far above SQLite's 1,000.
+        assert await asyncio.wait_for(future, TIMEOUT) == (FALLBACK_AUTOCHECKPOINT_PAGES,)
+        await store.create_actor(record("a1"))
+        for index in range(200):  # ~2 MB of history: ~500 pages in the WAL, under the fallback
+            await store.commit(ActorCommit("a1", history_put={f"h{index}": b"x" * 10_000}))
+        # Only a checkpoint copies pages into the database file itself.
+        await eventually(
+            lambda: path.stat().st_size > 1_000_000, what="the WAL copied into the file"
+        )
+        assert writer.checkpointer.checkpoints >= 1
 
 
 # --- migrations -------------------------------------------------------------------------
