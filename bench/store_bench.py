@@ -48,6 +48,7 @@ from psycopg import sql
 from perdure import ActorRuntime, WorkflowContext, setup, workflow
 from perdure.store import ActorCommit, ActorRecord, SQLiteStore, Store
 from perdure.store.postgres import PostgresStore
+from perdure.tuning import tune_garbage_collector
 
 POSTGRES_URL = os.environ.get(
     "PERDURE_BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
@@ -254,6 +255,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="small counts (a smoke run)")
     parser.add_argument("--http", action="store_true", help="include the HTTP scenario")
     args = parser.parse_args()
+    tune_garbage_collector()  # the in-process scenarios run as perdure serve would
     chosen = args.only or [name for name in SCENARIOS if name != "http" or args.http]
 
     table: list[tuple[str, dict[str, Any]]] = []

@@ -18,10 +18,12 @@ from psycopg import sql
 
 from perdure.errors import ActorAlreadyExists, ActorNotFound
 from perdure.store import ActorCommit, ActorRecord
+from perdure.store._postgres_merge import MergedCommits, plan_statements
 from perdure.store._postgres_ops import CommitOp, CreateOp, DeleteOp
 from perdure.store._postgres_schema import apply_postgres_migrations, lock_key, wake_channel
 from perdure.store._postgres_sql import DUE_ACTORS, NEXT_WAKE_AT
 from perdure.store._postgres_writer import PostgresWriter
+from perdure.store.base import QueueMessageRecord
 from perdure.store.migrations import MIGRATIONS, Migration, SchemaTooNew
 from perdure.store.postgres import PostgresStore
 
@@ -260,6 +262,88 @@ async def test_one_batch_isolates_expected_and_unexpected_failures(schema: str) 
         assert await store.get_actor("a2") is None
         assert await store.get_actor("a3") is None
         assert await store.get_actor("a4") == record("a4")
+
+
+async def test_commits_of_distinct_actors_share_one_statement(schema: str) -> None:
+    """A run of commits of distinct actors is one merged statement (checked by its plan)
+    that writes each commit's net rows, skips a missing actor's and fails only its commit."""
+    async with opened(schema) as store:
+        for actor_id in ("a1", "a2"):
+            await store.create_actor(record(actor_id, wake_at=9))
+        await store.commit(ActorCommit("a2", queue_put=[QueueMessageRecord(1, "q", b"old", 0)]))
+        channel = wake_channel(schema)
+        loop = asyncio.get_running_loop()
+        commits = [
+            ActorCommit(
+                "a1",
+                state=b"s1",
+                initialized=True,
+                queue_next_id=3,
+                queue_put=[
+                    QueueMessageRecord(2, "q", b"m", 5),
+                    QueueMessageRecord(7, "q", b"x", 5),
+                ],
+                queue_delete=[7],
+                history_put={"h1": b"e1", "h2": b"e2"},
+                history_delete=["h2"],
+            ),
+            ActorCommit("ghost", state=b"g", history_put={"h": b"g"}),
+            ActorCommit("a2", generation=4, set_wake_at=True, wake_at=None, queue_delete=[1]),
+        ]
+        ops = [CommitOp(loop.create_future(), commit, channel) for commit in commits]
+        statements = plan_statements(list(ops))
+        assert len(statements) == 1
+        assert isinstance(statements[0], MergedCommits)
+        writer = PostgresWriter(store._connect)
+        try:
+            await writer._write_batch(list(ops))
+        finally:
+            await writer.stop()
+        assert [type(op.error).__name__ if op.error else None for op in ops] == [
+            None,
+            "ActorNotFound",
+            None,
+        ]
+        first, second = await store.get_actor("a1"), await store.get_actor("a2")
+        assert first is not None
+        assert second is not None
+        assert (first.state, first.initialized, first.queue_next_id, first.wake_at) == (
+            b"s1",
+            True,
+            3,
+            9,
+        )
+        assert (second.state, second.generation, second.wake_at) == (None, 4, None)
+        assert await store.load_queue("a1") == [QueueMessageRecord(2, "q", b"m", 5)]
+        assert await store.load_queue("a2") == []
+        assert await store.load_history("a1") == {"h1": b"e1"}
+        assert await store.get_actor("ghost") is None
+        assert await store.load_history("ghost") == {}
+
+
+def test_commits_that_cannot_merge_keep_their_own_statements() -> None:
+    loop = asyncio.new_event_loop()
+    try:
+        future = loop.create_future
+        ops = [
+            CommitOp(future(), ActorCommit("a1", state=b"1"), "c"),
+            CommitOp(future(), ActorCommit("a1", state=b"2"), "c"),  # repeated actor
+            CommitOp(future(), ActorCommit("a2", history_put={"h": b"1"}), "c"),  # no column
+            CommitOp(future(), ActorCommit("a3", set_wake_at=True, wake_at=5), "c"),  # notify
+            CommitOp(future(), ActorCommit("a4", state=b"1"), "c"),
+            CommitOp(future(), ActorCommit("a5", state=b"1"), "c"),
+        ]
+        statements = plan_statements(list(ops))
+    finally:
+        loop.close()
+    assert [type(s).__name__ for s in statements] == [
+        "CommitOp",
+        "CommitOp",
+        "CommitOp",
+        "CommitOp",
+        "MergedCommits",
+    ]
+    assert statements[:4] == ops[:4]
 
 
 async def test_the_writer_reconnects_after_losing_its_connection(schema: str) -> None:

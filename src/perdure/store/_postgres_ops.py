@@ -28,7 +28,7 @@ from perdure.keys import serialize_key
 from perdure.store._shared import actor_id_taken, actor_missing
 from perdure.store.base import ActorCommit, ActorRecord
 
-__all__ = ["CommitOp", "CreateOp", "DeleteOp", "WriteOp"]
+__all__ = ["CommitOp", "CreateOp", "DeleteOp", "MergeRows", "Params", "WriteOp", "merge_rows"]
 
 Params = dict[str, Any]
 
@@ -278,10 +278,13 @@ def _commit_sql(columns: tuple[str, ...], parts: tuple[str, ...], notify: bool) 
 class CommitOp(WriteOp):
     """Apply one :class:`ActorCommit`; its net effect is copied out at submission."""
 
-    __slots__ = ("actor_id",)
+    __slots__ = ("actor_id", "merge")
 
     def __init__(self, future: asyncio.Future[Any], commit: ActorCommit, channel: str) -> None:
         self.actor_id = commit.actor_id
+        # Its rows again, for a statement shared with other actors' commits
+        # (perdure.store._postgres_merge).
+        self.merge = merge_rows(commit)
         params: Params = {"actor_id": commit.actor_id}
         columns = _actor_changes(commit, params)
         notify = commit.set_wake_at and commit.wake_at is not None
@@ -298,6 +301,56 @@ class CommitOp(WriteOp):
         assert row is not None
         if not row[0]:
             self.error = actor_missing(self.actor_id)
+
+
+class MergeRows:
+    """A commit's net rows, for a merged statement (see :func:`merge_rows`)."""
+
+    __slots__ = ("actor", "history_delete", "history_put", "queue_delete", "queue_put")
+
+    def __init__(self, commit: ActorCommit) -> None:
+        actor_id = commit.actor_id
+        self.actor = (
+            None if commit.state is None else bytes(commit.state),
+            commit.initialized,
+            commit.generation,
+            commit.queue_next_id,
+            commit.set_wake_at,
+            commit.wake_at,
+        )
+        # Net effect, as the single statement computes it: a put that the same commit
+        # deletes is dropped, and a repeated put keeps its last value.
+        gone_ids = set(commit.queue_delete)
+        messages = {m.id: m for m in commit.queue_put if m.id not in gone_ids}
+        self.queue_put = [
+            (actor_id, m.id, m.name, bytes(m.body), m.created_at) for m in messages.values()
+        ]
+        self.queue_delete = [(actor_id, message_id) for message_id in sorted(gone_ids)]
+        gone = set(commit.history_delete)
+        self.history_put = [
+            (actor_id, location, bytes(entry))
+            for location, entry in commit.history_put.items()
+            if location not in gone
+        ]
+        self.history_delete = [(actor_id, location) for location in sorted(gone)]
+
+
+def merge_rows(commit: ActorCommit) -> MergeRows | None:
+    """The rows of ``commit`` if it can join a merged statement, else ``None``."""
+    changes_actor = (
+        commit.state is not None
+        or commit.initialized is not None
+        or commit.generation is not None
+        or commit.queue_next_id is not None
+        or commit.set_wake_at
+    )
+    if not changes_actor:
+        return None  # the single statement only locks the row; an UPDATE would rewrite it
+    if commit.set_wake_at and commit.wake_at is not None:
+        return None  # may have to notify other nodes of an earlier alarm
+    if commit.schedule_put or commit.schedule_delete or commit.fire_put or commit.fire_prune:
+        return None
+    return MergeRows(commit)
 
 
 def _queue_parts(commit: ActorCommit, params: Params, parts: list[str]) -> None:

@@ -28,6 +28,7 @@ import psycopg
 from psycopg.pq import TransactionStatus
 
 from perdure.errors import InternalError
+from perdure.store._postgres_merge import plan_statements
 from perdure.store._postgres_ops import WriteOp
 from perdure.store._shared import StoreClosed
 
@@ -163,27 +164,30 @@ class PostgresWriter:
 async def _pipelined(conn: Connection, ops: list[WriteOp]) -> None:
     """Send the whole batch as one transaction in one round trip; read every result.
 
+    Runs of commits of distinct actors go as one statement each (``plan_statements``).
+
     ``BEGIN`` and ``COMMIT`` are plain statements in the pipeline: psycopg's
     ``transaction()`` block would add a round trip of its own. After an error the
     server skips the rest up to the pipeline's sync (``COMMIT`` included), so the
     transaction is left failed and is rolled back here.
     """
+    statements = plan_statements(ops)
     cursors: list[psycopg.AsyncCursor[Any]] = []
     try:
         async with conn.pipeline():
             await conn.execute("BEGIN")
-            for op in ops:
-                op.reset()
+            for statement in statements:
+                statement.reset()
                 cursor = conn.cursor(binary=True)
-                await cursor.execute(op.sql, op.params)
+                await cursor.execute(statement.sql, statement.params)
                 cursors.append(cursor)
             await conn.execute("COMMIT")
     except BaseException:
         if not conn.broken and conn.info.transaction_status != TransactionStatus.IDLE:
             await conn.execute("ROLLBACK")
         raise
-    for op, cursor in zip(ops, cursors, strict=True):
-        op.read(await cursor.fetchone())
+    for statement, cursor in zip(statements, cursors, strict=True):
+        statement.read(await cursor.fetchone())
 
 
 async def _run(conn: Connection, op: WriteOp) -> None:
