@@ -24,12 +24,13 @@ from perdure.store._shared import actor_missing
 __all__ = ["MergedCommits", "plan_statements"]
 
 # `COLLATE "C"` on the parameters: the tables' actor_id columns use "C", and comparing
-# two differing implicit collations is an error.
+# two differing implicit collations is an error. Parameters are sent in binary (`%()b`):
+# psycopg's text format quotes every array element with a regular expression.
 _MERGED_SQL: LiteralString = """
 WITH r AS (
-    SELECT * FROM unnest(%(id)s::text[], %(state)s::bytea[], %(initialized)s::boolean[],
-                         %(generation)s::bigint[], %(queue_next_id)s::bigint[],
-                         %(set_wake)s::boolean[], %(wake_at)s::bigint[])
+    SELECT * FROM unnest(%(id)b::text[], %(state)b::bytea[], %(initialized)b::boolean[],
+                         %(generation)b::bigint[], %(queue_next_id)b::bigint[],
+                         %(set_wake)b::boolean[], %(wake_at)b::bigint[])
         AS r (actor_id, state, initialized, generation, queue_next_id, set_wake, wake_at)
 ),
 a AS (
@@ -45,8 +46,8 @@ a AS (
 qp AS (
     INSERT INTO queue_messages (actor_id, id, name, body, created_at)
     SELECT a.actor_id, q.id, q.name, q.body, q.created_at
-    FROM unnest(%(qp_actor)s::text[], %(qp_id)s::bigint[], %(qp_name)s::text[],
-                %(qp_body)s::bytea[], %(qp_created_at)s::bigint[])
+    FROM unnest(%(qp_actor)b::text[], %(qp_id)b::bigint[], %(qp_name)b::text[],
+                %(qp_body)b::bytea[], %(qp_created_at)b::bigint[])
         AS q (actor_id, id, name, body, created_at)
     JOIN a ON a.actor_id = q.actor_id COLLATE "C"
     ON CONFLICT (actor_id, id) DO UPDATE
@@ -54,21 +55,21 @@ qp AS (
 ),
 qd AS (
     DELETE FROM queue_messages AS t
-    USING unnest(%(qd_actor)s::text[], %(qd_id)s::bigint[]) AS d (actor_id, id), a
+    USING unnest(%(qd_actor)b::text[], %(qd_id)b::bigint[]) AS d (actor_id, id), a
     WHERE t.actor_id = d.actor_id COLLATE "C" AND t.id = d.id
       AND a.actor_id = d.actor_id COLLATE "C"
 ),
 hp AS (
     INSERT INTO workflow_history (actor_id, location, entry)
     SELECT a.actor_id, h.location, h.entry
-    FROM unnest(%(hp_actor)s::text[], %(hp_location)s::text[], %(hp_entry)s::bytea[])
+    FROM unnest(%(hp_actor)b::text[], %(hp_location)b::text[], %(hp_entry)b::bytea[])
         AS h (actor_id, location, entry)
     JOIN a ON a.actor_id = h.actor_id COLLATE "C"
     ON CONFLICT (actor_id, location) DO UPDATE SET entry = EXCLUDED.entry
 ),
 hd AS (
     DELETE FROM workflow_history AS t
-    USING unnest(%(hd_actor)s::text[], %(hd_location)s::text[]) AS d (actor_id, location), a
+    USING unnest(%(hd_actor)b::text[], %(hd_location)b::text[]) AS d (actor_id, location), a
     WHERE t.actor_id = d.actor_id COLLATE "C" AND t.location = d.location
       AND a.actor_id = d.actor_id COLLATE "C"
 )
@@ -123,6 +124,7 @@ def plan_statements(ops: list[WriteOp]) -> list[WriteOp | MergedCommits]:
 
     def close_run() -> None:
         if len(run) == 1:
+            run[0].ensure_statement()
             statements.append(run[0])
         elif run:
             statements.append(MergedCommits(list(run)))

@@ -26,7 +26,7 @@ from typing import Any, LiteralString
 from perdure.errors import ActorAlreadyExists
 from perdure.keys import serialize_key
 from perdure.store._shared import actor_id_taken, actor_missing
-from perdure.store.base import ActorCommit, ActorRecord
+from perdure.store.base import ActorCommit, ActorRecord, QueueMessageRecord
 
 __all__ = ["CommitOp", "CreateOp", "DeleteOp", "MergeRows", "Params", "WriteOp", "merge_rows"]
 
@@ -46,6 +46,9 @@ class WriteOp:
         self.error: BaseException | None = None
         # Sent again after a lost connection: it may already have been applied once.
         self.resent = False
+
+    def ensure_statement(self) -> None:
+        """Build ``sql`` and ``params`` if they were left for later (see CommitOp)."""
 
     def reset(self) -> None:
         """Forget an outcome (the op is about to be replayed alone)."""
@@ -282,20 +285,18 @@ class CommitOp(WriteOp):
 
     def __init__(self, future: asyncio.Future[Any], commit: ActorCommit, channel: str) -> None:
         self.actor_id = commit.actor_id
-        # Its rows again, for a statement shared with other actors' commits
-        # (perdure.store._postgres_merge).
+        # A commit that can share a statement with other actors' commits keeps only its
+        # rows (perdure.store._postgres_merge); its own statement is built if it ends up
+        # alone. The others build their statement now, from the caller's commit.
         self.merge = merge_rows(commit)
-        params: Params = {"actor_id": commit.actor_id}
-        columns = _actor_changes(commit, params)
-        notify = commit.set_wake_at and commit.wake_at is not None
-        if notify:
-            params["channel"] = channel
-        parts: list[str] = []
-        _queue_parts(commit, params, parts)
-        _history_parts(commit, params, parts)
-        if commit.schedule_put or commit.schedule_delete or commit.fire_put or commit.fire_prune:
-            _schedule_parts(commit, params, parts)
-        super().__init__(future, _commit_sql(columns, tuple(parts), notify), params)
+        if self.merge is None:
+            super().__init__(future, *_single_statement(commit, channel))
+        else:
+            super().__init__(future, "", {})
+
+    def ensure_statement(self) -> None:
+        if not self.sql and self.merge is not None:
+            self.sql, self.params = _single_statement(self.merge.to_commit(self.actor_id), "")
 
     def read(self, row: tuple[Any, ...] | None) -> None:
         assert row is not None
@@ -334,6 +335,23 @@ class MergeRows:
         ]
         self.history_delete = [(actor_id, location) for location in sorted(gone)]
 
+    def to_commit(self, actor_id: str) -> ActorCommit:
+        """A commit with the same net effect (to build the op's own statement)."""
+        state, initialized, generation, queue_next_id, set_wake_at, wake_at = self.actor
+        return ActorCommit(
+            actor_id,
+            state=state,
+            initialized=initialized,
+            generation=generation,
+            set_wake_at=set_wake_at,
+            wake_at=wake_at,
+            queue_next_id=queue_next_id,
+            queue_put=[QueueMessageRecord(*row[1:]) for row in self.queue_put],
+            queue_delete=[message_id for _, message_id in self.queue_delete],
+            history_put={location: entry for _, location, entry in self.history_put},
+            history_delete=[location for _, location in self.history_delete],
+        )
+
 
 def merge_rows(commit: ActorCommit) -> MergeRows | None:
     """The rows of ``commit`` if it can join a merged statement, else ``None``."""
@@ -351,6 +369,21 @@ def merge_rows(commit: ActorCommit) -> MergeRows | None:
     if commit.schedule_put or commit.schedule_delete or commit.fire_put or commit.fire_prune:
         return None
     return MergeRows(commit)
+
+
+def _single_statement(commit: ActorCommit, channel: str) -> tuple[LiteralString, Params]:
+    """The one statement that applies ``commit``, and its parameters."""
+    params: Params = {"actor_id": commit.actor_id}
+    columns = _actor_changes(commit, params)
+    notify = commit.set_wake_at and commit.wake_at is not None
+    if notify:
+        params["channel"] = channel
+    parts: list[str] = []
+    _queue_parts(commit, params, parts)
+    _history_parts(commit, params, parts)
+    if commit.schedule_put or commit.schedule_delete or commit.fire_put or commit.fire_prune:
+        _schedule_parts(commit, params, parts)
+    return _commit_sql(columns, tuple(parts), notify), params
 
 
 def _queue_parts(commit: ActorCommit, params: Params, parts: list[str]) -> None:

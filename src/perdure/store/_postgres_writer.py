@@ -192,6 +192,7 @@ async def _pipelined(conn: Connection, ops: list[WriteOp]) -> None:
 
 async def _run(conn: Connection, op: WriteOp) -> None:
     """Run one op's statement (autocommit: the statement is its own transaction)."""
+    op.ensure_statement()
     op.reset()
     cursor = conn.cursor(binary=True)
     await cursor.execute(op.sql, op.params)

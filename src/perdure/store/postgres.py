@@ -210,7 +210,12 @@ class PostgresStore(Store):
 
     async def commit(self, commit: ActorCommit) -> None:
         """Apply ``commit`` atomically; its contents are copied before this returns control."""
-        await self._submit(CommitOp(self._new_future(), commit, self._channel))
+        await self.submit(commit)
+
+    def submit(self, commit: ActorCommit) -> asyncio.Future[None]:
+        """Queue ``commit`` for the writer (no task per commit); the future settles when
+        it is durable."""
+        return self._submit(CommitOp(self._new_future(), commit, self._channel))
 
     async def delete_actor(self, actor_id: str) -> bool:
         """Delete the actor with its queue and history; ``False`` if it did not exist."""
