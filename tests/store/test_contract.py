@@ -276,6 +276,52 @@ async def test_commits_to_one_actor_apply_in_call_order(store: Store) -> None:
     assert await store.load_queue("a1") == [message(100)]
 
 
+async def test_claim_counts_a_generation_and_returns_the_record(store: Store) -> None:
+    await store.create_actor(record("a1", generation=3))
+    await store.commit(ActorCommit("a1", state=b"s"))
+    claimed = await store.claim_actor("a1")
+    assert claimed is not None
+    assert (claimed.generation, claimed.state) == (4, b"s")
+    assert await store.get_actor("a1") == claimed
+    assert await store.claim_actor("ghost") is None
+
+
+async def test_a_commit_fenced_with_an_older_generation_writes_nothing(store: Store) -> None:
+    await store.create_actor(record("a1", generation=1))
+    await store.commit(ActorCommit("a1", fence=1, state=b"mine", history_put={"h": b"1"}))
+    assert await store.claim_actor("a1") is not None  # a newer instance: generation 2
+    stale = [
+        ActorCommit("a1", fence=1, state=b"late", queue_put=[message(1)]),
+        ActorCommit("a1", fence=1, history_put={"h": b"late"}),  # no actor column
+        ActorCommit("a1", fence=1, set_wake_at=True, wake_at=5),
+    ]
+    for commit in stale:
+        with pytest.raises(ActorNotFound):
+            await store.commit(commit)
+    await store.commit(ActorCommit("a1", fence=2, history_put={"h2": b"2"}))
+    got = await store.get_actor("a1")
+    assert got is not None
+    assert (got.state, got.generation, got.wake_at) == (b"mine", 2, None)
+    assert await store.load_queue("a1") == []
+    assert await store.load_history("a1") == {"h": b"1", "h2": b"2"}
+
+
+async def test_fenced_commits_in_one_group_fail_alone(store: Store) -> None:
+    for actor_id in ("a1", "a2", "a3"):
+        await store.create_actor(record(actor_id, generation=7))
+    writes = [
+        store.commit(ActorCommit("a1", fence=7, state=b"1", history_put={"h": b"1"})),
+        store.commit(ActorCommit("a2", fence=6, state=b"2", history_put={"h": b"2"})),
+        store.commit(ActorCommit("a3", fence=7, state=b"3", queue_put=[message(1)])),
+    ]
+    results = await wait(asyncio.gather(*writes, return_exceptions=True))
+    assert [type(result) for result in results] == [type(None), ActorNotFound, type(None)]
+    states = [getattr(await store.get_actor(a), "state", None) for a in ("a1", "a2", "a3")]
+    assert states == [b"1", None, b"3"]
+    assert await store.load_history("a2") == {}
+    assert await store.load_queue("a3") == [message(1)]
+
+
 async def test_interleaved_commits_of_several_actors_in_one_group(store: Store) -> None:
     # Submitted together, so a grouping backend writes them in one transaction: each
     # actor's commits must still apply in order although they set different columns, and

@@ -264,6 +264,41 @@ async def test_one_batch_isolates_expected_and_unexpected_failures(schema: str) 
         assert await store.get_actor("a4") == record("a4")
 
 
+@pytest.mark.parametrize(
+    "zombie_write",
+    [
+        "UPDATE actors SET state = 'late' WHERE actor_id = 'a1'",
+        # A commit that writes no actor column only takes FOR KEY SHARE on the row.
+        "WITH a AS (SELECT actor_id FROM actors WHERE actor_id = 'a1' FOR KEY SHARE)"
+        " INSERT INTO workflow_history SELECT actor_id, 'h', 'late' FROM a",
+    ],
+)
+async def test_a_claim_waits_for_a_previous_owners_last_transaction(
+    schema: str, zombie_write: str
+) -> None:
+    """A killed server's last transaction can still be committing on the server when the
+    next process wakes the actor: the claim must come after it, and see what it wrote."""
+    async with opened(schema) as store:
+        await store.create_actor(record("a1", generation=1))
+        async with raw(schema) as zombie:
+            await zombie.execute("BEGIN")
+            await zombie.execute(zombie_write)
+            claim = asyncio.ensure_future(store.claim_actor("a1"))
+            done, _ = await asyncio.wait({claim}, timeout=0.3)
+            assert not done, "the claim did not wait for the open transaction"
+            await zombie.execute("COMMIT")
+            claimed = await asyncio.wait_for(claim, TIMEOUT)
+        assert claimed is not None
+        assert claimed.generation == 2
+        if "UPDATE" in zombie_write:
+            assert claimed.state == b"late"
+        else:
+            assert await store.load_history("a1") == {"h": b"late"}
+        # From now on the old owner's fenced writes are refused.
+        with pytest.raises(ActorNotFound):
+            await store.commit(ActorCommit("a1", fence=1, state=b"later"))
+
+
 async def test_commits_of_distinct_actors_share_one_statement(schema: str) -> None:
     """A run of commits of distinct actors is one merged statement (checked by its plan)
     that writes each commit's net rows, skips a missing actor's and fails only its commit."""

@@ -69,8 +69,16 @@ class ActorInstance:
     """One awake actor. Created and owned by :class:`~perdure.runtime.runtime.ActorRuntime`."""
 
     def __init__(
-        self, runtime: ActorRuntime, definition: ActorDefinition, record: ActorRecord
+        self,
+        runtime: ActorRuntime,
+        definition: ActorDefinition,
+        record: ActorRecord,
+        *,
+        claimed: bool = False,
     ) -> None:
+        """``claimed``: ``record`` comes from :meth:`Store.claim_actor`, which already
+        counted this instance's generation; otherwise (an actor this runtime has just
+        created) the start commit writes it."""
         self.runtime = runtime
         self.definition = definition
         self.options = definition.options
@@ -78,7 +86,11 @@ class ActorInstance:
         self.name = record.name
         self.label = f"{record.name}/{record.actor_id}"  # names the actor in errors
         self.key = record.key
-        self.generation = record.generation + 1
+        self.generation = record.generation if claimed else record.generation + 1
+        # Every commit after the generation is stored carries it as its fence, so a
+        # newer instance elsewhere (one that claimed the actor since) refuses our writes.
+        self._claimed = claimed
+        self._fence: int | None = self.generation if claimed else None
         self.record = record
         self.state: Any = None
         self.vars: Any = None
@@ -92,7 +104,7 @@ class ActorInstance:
         self.stop_reason: StopReason | None = None
         # Commit pipeline (see the module docstring).
         self._last_state: bytes | None = record.state
-        self._pending = ActorCommit(record.actor_id)
+        self._pending = ActorCommit(record.actor_id, fence=self._fence)
         self._next_flush: asyncio.Future[None] | None = None
         self._last_commit: asyncio.Future[None] | None = None
         self._poisoned = False
@@ -133,7 +145,9 @@ class ActorInstance:
             self._pending.initialized = True
         else:
             self.state = None if self.record.state is None else decode_value(self.record.state)
-        self._pending.generation = self.generation
+        if not self._claimed:
+            self._pending.generation = self.generation  # this commit stores it, unfenced
+            self._fence = self.generation
         await self.request_flush()
         if "create_vars" in hooks:
             self.vars = await call_hook(
@@ -522,7 +536,7 @@ class ActorInstance:
         that cannot be encoded, or a store that refuses the commit, raises (and the
         instance is dropped: see :meth:`_poison`).
         """
-        commit, self._pending = self._pending, ActorCommit(self.actor_id)
+        commit, self._pending = self._pending, ActorCommit(self.actor_id, fence=self._fence)
         try:
             self._add_state(commit)
         except PerdureError as exc:

@@ -233,12 +233,17 @@ class ActorRuntime:
     async def _start_instance(
         self, actor_id: str, record: ActorRecord | None = None
     ) -> ActorInstance:
+        claimed = record is None
         if record is None:
-            record = await self.get_record(actor_id)
+            # Waking a stored actor: claim it, which also waits for any write a previous
+            # process still had on its way to the database.
+            record = await self.store.claim_actor(actor_id)
+            if record is None:
+                raise ActorNotFound()
         definition = self.registry.get(record.name)
         if definition is None:
             raise ActorNotFound(f"Actor `{record.name}` is no longer registered on this server.")
-        instance = ActorInstance(self, definition, record)
+        instance = ActorInstance(self, definition, record, claimed=claimed)
         try:
             await instance.start()
         except BaseException as exc:

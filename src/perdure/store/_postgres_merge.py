@@ -30,8 +30,8 @@ _MERGED_SQL: LiteralString = """
 WITH r AS (
     SELECT * FROM unnest(%(id)b::text[], %(state)b::bytea[], %(initialized)b::boolean[],
                          %(generation)b::bigint[], %(queue_next_id)b::bigint[],
-                         %(set_wake)b::boolean[], %(wake_at)b::bigint[])
-        AS r (actor_id, state, initialized, generation, queue_next_id, set_wake, wake_at)
+                         %(set_wake)b::boolean[], %(wake_at)b::bigint[], %(fence)b::bigint[])
+        AS r (actor_id, state, initialized, generation, queue_next_id, set_wake, wake_at, fence)
 ),
 a AS (
     UPDATE actors AS t SET
@@ -41,6 +41,7 @@ a AS (
         queue_next_id = COALESCE(r.queue_next_id, t.queue_next_id),
         wake_at = CASE WHEN r.set_wake THEN r.wake_at ELSE t.wake_at END
     FROM r WHERE t.actor_id = r.actor_id COLLATE "C"
+        AND (r.fence IS NULL OR t.generation = r.fence)
     RETURNING t.actor_id
 ),
 qp AS (
@@ -76,7 +77,15 @@ hd AS (
 SELECT array_agg(actor_id) FROM a"""
 
 # The actor-row values in the order of the `r` columns after actor_id.
-_ACTOR_COLUMNS = ("state", "initialized", "generation", "queue_next_id", "set_wake", "wake_at")
+_ACTOR_COLUMNS = (
+    "state",
+    "initialized",
+    "generation",
+    "queue_next_id",
+    "set_wake",
+    "wake_at",
+    "fence",
+)
 _ROW_ARRAYS: dict[str, tuple[str, ...]] = {
     "queue_put": ("qp_actor", "qp_id", "qp_name", "qp_body", "qp_created_at"),
     "queue_delete": ("qd_actor", "qd_id"),

@@ -25,10 +25,20 @@ from typing import Any, LiteralString
 
 from perdure.errors import ActorAlreadyExists
 from perdure.keys import serialize_key
+from perdure.store._postgres_sql import ACTOR_COLUMNS, record_from_row
 from perdure.store._shared import actor_id_taken, actor_missing
 from perdure.store.base import ActorCommit, ActorRecord, QueueMessageRecord
 
-__all__ = ["CommitOp", "CreateOp", "DeleteOp", "MergeRows", "Params", "WriteOp", "merge_rows"]
+__all__ = [
+    "ClaimOp",
+    "CommitOp",
+    "CreateOp",
+    "DeleteOp",
+    "MergeRows",
+    "Params",
+    "WriteOp",
+    "merge_rows",
+]
 
 Params = dict[str, Any]
 
@@ -231,10 +241,13 @@ def _delete(part: str, keys: list[Any], params: Params) -> str:
     return part + "n"
 
 
+# The actor row a commit may write: its id, and its generation if the commit is fenced.
+_THIS_ACTOR = "actor_id = %(actor_id)s"
+_THIS_ACTOR_FENCED = "actor_id = %(actor_id)s AND generation = %(fence)s"
 # Locks the row against a concurrent delete (from another node) without rewriting it.
-_LOCK_ACTOR = "a AS (SELECT actor_id FROM actors WHERE actor_id = %(actor_id)s FOR KEY SHARE)"
+_LOCK_ACTOR = "a AS (SELECT actor_id FROM actors WHERE {row} FOR KEY SHARE)"
 # Reads the previous wake_at, to notify only when the alarm moves earlier.
-_OLD_WAKE = "old AS (SELECT actor_id, wake_at FROM actors WHERE actor_id = %(actor_id)s FOR UPDATE)"
+_OLD_WAKE = "old AS (SELECT actor_id, wake_at FROM actors WHERE {row} FOR UPDATE)"
 _NOTIFY_EARLIER = (
     ", (SELECT count(pg_notify(%(channel)s, %(wake_at)s::text)) FROM a"
     " WHERE a.old_wake IS NULL OR a.old_wake > %(wake_at)s)"
@@ -244,31 +257,31 @@ _COLUMN_SQL: dict[str, LiteralString] = {
     for name in ("state", "initialized", "generation", "wake_at", "queue_next_id")
 }
 
-# (columns, parts, notify) -> SQL: one text per shape, so psycopg prepares each statement
-# once per connection. Real workloads use a handful of shapes.
-_COMMIT_SQL: dict[tuple[tuple[str, ...], tuple[str, ...], bool], LiteralString] = {}
+# (columns, parts, notify, fenced) -> SQL: one text per shape, so psycopg prepares each
+# statement once per connection. Real workloads use a handful of shapes.
+_COMMIT_SQL: dict[tuple[tuple[str, ...], tuple[str, ...], bool, bool], LiteralString] = {}
 
 
-def _commit_sql(columns: tuple[str, ...], parts: tuple[str, ...], notify: bool) -> LiteralString:
-    shape = (columns, parts, notify)
+def _commit_sql(
+    columns: tuple[str, ...], parts: tuple[str, ...], notify: bool, fenced: bool
+) -> LiteralString:
+    shape = (columns, parts, notify, fenced)
     cached = _COMMIT_SQL.get(shape)
     if cached is not None:
         return cached
     assignments = ", ".join(_COLUMN_SQL[column] for column in columns)
+    row = _THIS_ACTOR_FENCED if fenced else _THIS_ACTOR
     ctes: list[str] = []
     if notify:
-        ctes.append(_OLD_WAKE)
+        ctes.append(_OLD_WAKE.format(row=row))
         ctes.append(
             f"a AS (UPDATE actors AS t SET {assignments} FROM old"
             " WHERE t.actor_id = old.actor_id RETURNING t.actor_id, old.wake_at AS old_wake)"
         )
     elif columns:
-        ctes.append(
-            f"a AS (UPDATE actors SET {assignments}"
-            " WHERE actor_id = %(actor_id)s RETURNING actor_id)"
-        )
+        ctes.append(f"a AS (UPDATE actors SET {assignments} WHERE {row} RETURNING actor_id)")
     else:
-        ctes.append(_LOCK_ACTOR)
+        ctes.append(_LOCK_ACTOR.format(row=row))
     ctes.extend(_part_sql(part) for part in parts)
     sql = "WITH " + ", ".join(ctes) + " SELECT (SELECT count(*) FROM a)"
     if notify:
@@ -318,6 +331,7 @@ class MergeRows:
             commit.queue_next_id,
             commit.set_wake_at,
             commit.wake_at,
+            commit.fence,
         )
         # Net effect, as the single statement computes it: a put that the same commit
         # deletes is dropped, and a repeated put keeps its last value.
@@ -337,9 +351,10 @@ class MergeRows:
 
     def to_commit(self, actor_id: str) -> ActorCommit:
         """A commit with the same net effect (to build the op's own statement)."""
-        state, initialized, generation, queue_next_id, set_wake_at, wake_at = self.actor
+        state, initialized, generation, queue_next_id, set_wake_at, wake_at, fence = self.actor
         return ActorCommit(
             actor_id,
+            fence=fence,
             state=state,
             initialized=initialized,
             generation=generation,
@@ -374,6 +389,8 @@ def merge_rows(commit: ActorCommit) -> MergeRows | None:
 def _single_statement(commit: ActorCommit, channel: str) -> tuple[LiteralString, Params]:
     """The one statement that applies ``commit``, and its parameters."""
     params: Params = {"actor_id": commit.actor_id}
+    if commit.fence is not None:
+        params["fence"] = commit.fence
     columns = _actor_changes(commit, params)
     notify = commit.set_wake_at and commit.wake_at is not None
     if notify:
@@ -383,7 +400,7 @@ def _single_statement(commit: ActorCommit, channel: str) -> tuple[LiteralString,
     _history_parts(commit, params, parts)
     if commit.schedule_put or commit.schedule_delete or commit.fire_put or commit.fire_prune:
         _schedule_parts(commit, params, parts)
-    return _commit_sql(columns, tuple(parts), notify), params
+    return _commit_sql(columns, tuple(parts), notify, commit.fence is not None), params
 
 
 def _queue_parts(commit: ActorCommit, params: Params, parts: list[str]) -> None:
@@ -461,6 +478,30 @@ def _actor_changes(commit: ActorCommit, params: Params) -> tuple[str, ...]:
         columns.append("queue_next_id")
         params["queue_next_id"] = commit.queue_next_id
     return tuple(columns)
+
+
+# --- claim -----------------------------------------------------------------------------
+
+# FOR UPDATE first: it waits for every transaction holding any lock on the row, the
+# FOR KEY SHARE of a commit that writes no actor column included, so the claim comes
+# after whatever a previous owner had on its way (see Store.claim_actor).
+_CLAIM: LiteralString = (
+    "WITH l AS (SELECT actor_id AS locked FROM actors WHERE actor_id = %(actor_id)s FOR UPDATE)"
+    " UPDATE actors AS t SET generation = t.generation + 1 FROM l WHERE t.actor_id = l.locked"
+    f" RETURNING {ACTOR_COLUMNS}"
+)
+
+
+class ClaimOp(WriteOp):
+    """Add one to an actor's generation; the result is its record then, or None."""
+
+    __slots__ = ()
+
+    def __init__(self, future: asyncio.Future[Any], actor_id: str) -> None:
+        super().__init__(future, _CLAIM, {"actor_id": actor_id})
+
+    def read(self, row: tuple[Any, ...] | None) -> None:
+        self.result = None if row is None else record_from_row(row)
 
 
 # --- delete ----------------------------------------------------------------------------

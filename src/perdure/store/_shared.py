@@ -22,7 +22,9 @@ class StoreClosed(InternalError):
 
 def actor_missing(actor_id: str) -> ActorNotFound:
     """The error of a write to an actor that does not exist."""
-    return ActorNotFound(f"Actor `{actor_id}` does not exist or was destroyed.")
+    return ActorNotFound(
+        f"Actor `{actor_id}` does not exist, was destroyed, or was claimed by a newer instance."
+    )
 
 
 def actor_id_taken(actor_id: str) -> InvalidRequest:

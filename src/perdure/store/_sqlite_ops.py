@@ -19,6 +19,7 @@ from perdure.store.base import ActorCommit, ActorRecord, ScheduleFireRecord, Sch
 
 __all__ = [
     "CallOp",
+    "ClaimOp",
     "CommitOp",
     "CreateOp",
     "DeleteOp",
@@ -96,8 +97,9 @@ class CreateOp(WriteOp):
                 raise
 
 
-_UPDATE_SQL: dict[tuple[str, ...], str] = {}
+_UPDATE_SQL: dict[tuple[tuple[str, ...], bool], str] = {}
 _EXISTS_SQL = "SELECT 1 FROM actors WHERE actor_id = ?"
+_EXISTS_FENCED_SQL = "SELECT 1 FROM actors WHERE actor_id = ? AND generation = ?"
 _QUEUE_PUT_SQL = (
     "INSERT OR REPLACE INTO queue_messages (actor_id, id, name, body, created_at)"
     " VALUES (?, ?, ?, ?, ?)"
@@ -121,12 +123,16 @@ _FIRE_PUT_SQL = (
 _FIRE_PRUNE_SQL = "DELETE FROM schedule_fires WHERE actor_id = ? AND name = ? AND seq <= ?"
 
 
-def _update_sql(columns: tuple[str, ...]) -> str:
-    """``UPDATE actors SET …`` for these columns; cached, at most 32 variants exist."""
-    sql = _UPDATE_SQL.get(columns)
+def _update_sql(columns: tuple[str, ...], fenced: bool) -> str:
+    """``UPDATE actors SET …`` for these columns (and ``AND generation = ?`` if fenced);
+    cached, at most 64 variants exist."""
+    sql = _UPDATE_SQL.get((columns, fenced))
     if sql is None:
         assignments = ", ".join(f"{column} = ?" for column in columns)
-        sql = _UPDATE_SQL[columns] = f"UPDATE actors SET {assignments} WHERE actor_id = ?"
+        sql = f"UPDATE actors SET {assignments} WHERE actor_id = ?"
+        if fenced:
+            sql += " AND generation = ?"
+        _UPDATE_SQL[(columns, fenced)] = sql
     return sql
 
 
@@ -135,6 +141,8 @@ class CommitOp(WriteOp):
 
     __slots__ = (
         "actor_id",
+        "exists_params",
+        "exists_sql",
         "history_delete",
         "history_put",
         "queue_delete",
@@ -148,8 +156,12 @@ class CommitOp(WriteOp):
         super().__init__(future)
         actor_id = self.actor_id = commit.actor_id
         columns, values = _actor_changes(commit)
-        self.update_sql = _update_sql(columns) if columns else None
-        self.update_params = (*values, actor_id)
+        fence = commit.fence
+        self.update_sql = _update_sql(columns, fence is not None) if columns else None
+        key = (actor_id,) if fence is None else (actor_id, fence)
+        self.update_params = (*values, *key)
+        self.exists_sql = _EXISTS_SQL if fence is None else _EXISTS_FENCED_SQL
+        self.exists_params = key
         # Most commits leave most of these empty: skip building what would stay empty.
         put, delete = commit.queue_put, commit.queue_delete
         self.queue_put = (
@@ -166,7 +178,7 @@ class CommitOp(WriteOp):
         if self.update_sql is not None:
             found = db.execute(self.update_sql, self.update_params).rowcount > 0
         else:
-            found = bool(db.execute(_EXISTS_SQL, (self.actor_id,)).fetchall())
+            found = bool(db.execute(self.exists_sql, self.exists_params).fetchall())
         if not found:
             self.error = actor_missing(self.actor_id)
             return
@@ -233,6 +245,23 @@ def _actor_changes(commit: ActorCommit) -> tuple[tuple[str, ...], list[object]]:
         columns.append("queue_next_id")
         values.append(commit.queue_next_id)
     return tuple(columns), values
+
+
+class ClaimOp(WriteOp):
+    """Add one to an actor's generation; the result is its row after that, or None."""
+
+    __slots__ = ("actor_id", "sql")
+
+    def __init__(self, future: asyncio.Future[Any], actor_id: str, columns: str) -> None:
+        super().__init__(future)
+        self.actor_id = actor_id
+        self.sql = (
+            f"UPDATE actors SET generation = generation + 1 WHERE actor_id = ? RETURNING {columns}"
+        )
+
+    def apply(self, db: sqlite3.Connection) -> None:
+        rows = db.execute(self.sql, (self.actor_id,)).fetchall()
+        self.result = rows[0] if rows else None
 
 
 class DeleteOp(WriteOp):
@@ -306,7 +335,7 @@ def _write_segment(db: sqlite3.Connection, segment: list[CommitOp]) -> None:
     for op in segment:
         op.result = op.error = None
         if op.update_sql is None:
-            if not db.execute(_EXISTS_SQL, (op.actor_id,)).fetchall():
+            if not db.execute(op.exists_sql, op.exists_params).fetchall():
                 raise MissingActor(op.actor_id)
         else:
             updates.setdefault(op.update_sql, []).append(op.update_params)

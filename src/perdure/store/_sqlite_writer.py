@@ -36,18 +36,10 @@ from pathlib import Path
 from perdure.errors import InternalError
 from perdure.store._shared import StoreClosed
 from perdure.store._sqlite_checkpoint import FALLBACK_AUTOCHECKPOINT_PAGES, Checkpointer
-from perdure.store._sqlite_ops import CallOp, CommitOp, CreateOp, DeleteOp, WriteOp, apply_merged
+from perdure.store._sqlite_ops import WriteOp, apply_merged
 from perdure.store.migrations import apply_sqlite_migrations
 
-__all__ = [
-    "CallOp",
-    "CommitOp",
-    "CreateOp",
-    "DeleteOp",
-    "GroupCommitWriter",
-    "WriteOp",
-    "connect",
-]
+__all__ = ["GroupCommitWriter", "connect"]
 
 
 def _enable_wal(db: sqlite3.Connection) -> None:

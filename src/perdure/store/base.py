@@ -127,9 +127,16 @@ class ActorCommit:
     ``fire_prune`` lists ``(name, up_to_seq)``: remove that job's fires with
     ``seq <= up_to_seq``. Deletes and prunes apply before puts, so a commit that deletes a
     job and creates one of the same name keeps the new one.
+
+    ``fence``: apply only if the stored ``generation`` still equals it; otherwise write
+    nothing and raise ``ActorNotFound``, as for a missing actor. An instance fences its
+    commits with the generation it claimed (:meth:`Store.claim_actor`), so a process that
+    lost the actor (killed, while its last transaction was still on the way to the
+    database) cannot write over what a newer instance loaded.
     """
 
     actor_id: str
+    fence: int | None = None
     state: bytes | None = None
     initialized: bool | None = None
     generation: int | None = None
@@ -204,6 +211,17 @@ class Store(ABC):
     @abstractmethod
     async def get_actor(self, actor_id: str) -> ActorRecord | None:
         """The actor with this id, or ``None`` if there is none (or it was deleted)."""
+
+    @abstractmethod
+    async def claim_actor(self, actor_id: str) -> ActorRecord | None:
+        """Take the actor for a new instance: add one to its ``generation`` and return its
+        record as it is then, or ``None`` if there is none.
+
+        Every commit that reached the database before the claim is in the returned record
+        and in what is loaded after it (queue, history, schedules); a backend that other
+        processes write to waits for their transactions on this actor to end. Commits
+        fenced with an older generation are refused from then on.
+        """
 
     @abstractmethod
     async def find_actor(self, name: str, key: Key) -> ActorRecord | None:

@@ -70,6 +70,17 @@ class MemoryStore(Store):
         self._check_open()
         return self._actors.get(actor_id)
 
+    async def claim_actor(self, actor_id: str) -> ActorRecord | None:
+        """Add one to the actor's generation; its record, or ``None``."""
+        self._check_open()
+        record = self._actors.get(actor_id)
+        if record is None:
+            return None
+        claimed = self._actors[actor_id] = dataclasses.replace(
+            record, generation=record.generation + 1
+        )
+        return claimed
+
     async def find_actor(self, name: str, key: Key) -> ActorRecord | None:
         """The actor with this name and key, or ``None``."""
         self._check_open()
@@ -80,7 +91,7 @@ class MemoryStore(Store):
         """Apply ``commit`` atomically: every check happens before the first change."""
         self._check_open()
         record = self._actors.get(commit.actor_id)
-        if record is None:
+        if record is None or (commit.fence is not None and record.generation != commit.fence):
             raise actor_missing(commit.actor_id)
         self._actors[commit.actor_id] = _updated(record, commit)
         if commit.queue_put or commit.queue_delete:

@@ -23,7 +23,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from perdure.keys import Key, serialize_key
 from perdure.store._postgres_listen import WakeupCallback, WakeupListener
-from perdure.store._postgres_ops import CommitOp, CreateOp, DeleteOp, WriteOp
+from perdure.store._postgres_ops import ClaimOp, CommitOp, CreateOp, DeleteOp, WriteOp
 from perdure.store._postgres_schema import (
     apply_postgres_migrations,
     configure_connection,
@@ -245,6 +245,14 @@ class PostgresStore(Store):
         """The actor with this id, or ``None``."""
         rows = await self._rows(GET_ACTOR, (actor_id,))
         return record_from_row(rows[0]) if rows else None
+
+    async def claim_actor(self, actor_id: str) -> ActorRecord | None:
+        """Add one to the actor's generation and return its record (see the contract).
+
+        Through the writer, after the commits queued before it; the statement waits for
+        any other session's transaction on the row (a previous owner's last commit)."""
+        claimed: ActorRecord | None = await self._submit(ClaimOp(self._new_future(), actor_id))
+        return claimed
 
     async def find_actor(self, name: str, key: Key) -> ActorRecord | None:
         """The actor with this name and key, or ``None``."""

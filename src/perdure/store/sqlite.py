@@ -20,15 +20,8 @@ from typing import Any
 
 from perdure.keys import Key, deserialize_key, serialize_key
 from perdure.store._shared import StoreClosed
-from perdure.store._sqlite_writer import (
-    CallOp,
-    CommitOp,
-    CreateOp,
-    DeleteOp,
-    GroupCommitWriter,
-    WriteOp,
-    connect,
-)
+from perdure.store._sqlite_ops import CallOp, ClaimOp, CommitOp, CreateOp, DeleteOp, WriteOp
+from perdure.store._sqlite_writer import GroupCommitWriter, connect
 from perdure.store.base import (
     ActorCommit,
     ActorRecord,
@@ -181,6 +174,13 @@ class SQLiteStore(Store):
         """The actor with this id, or ``None``."""
         rows = self._rows(_GET_ACTOR, (actor_id,))
         return _record(rows[0]) if rows else None
+
+    async def claim_actor(self, actor_id: str) -> ActorRecord | None:
+        """Add one to the actor's generation and return its record (see the contract).
+
+        Through the writer, so that it comes after every commit accepted before it."""
+        row = await self._submit(ClaimOp(self._new_future(), actor_id, _ACTOR_COLUMNS))
+        return None if row is None else _record(row)
 
     async def find_actor(self, name: str, key: Key) -> ActorRecord | None:
         """The actor with this name and key, or ``None``."""
