@@ -30,7 +30,7 @@ from psycopg.pq import TransactionStatus
 from perdure.errors import InternalError
 from perdure.store._postgres_merge import plan_statements
 from perdure.store._postgres_ops import WriteOp
-from perdure.store._shared import StoreClosed
+from perdure.store._shared import StoreClosed, settle_ops
 
 __all__ = ["PostgresWriter"]
 
@@ -103,7 +103,7 @@ class PostgresWriter:
                 self._fail([*batch, *queue], exc)
                 queue.clear()
                 raise
-            _settle(batch)
+            settle_ops(batch)
 
     async def _connection(self) -> Connection:
         conn = self._conn
@@ -158,7 +158,7 @@ class PostgresWriter:
         for op in ops:
             op.reset()
             op.error = error
-        _settle(ops)
+        settle_ops(ops)
 
 
 async def _pipelined(conn: Connection, ops: list[WriteOp]) -> None:
@@ -212,14 +212,3 @@ def _fail_with(ops: list[WriteOp], exc: Exception) -> None:
     for op in ops:
         op.reset()
         op.error = exc
-
-
-def _settle(ops: list[WriteOp]) -> None:
-    for op in ops:
-        future = op.future
-        if future.done():
-            continue  # the caller was cancelled; the write happened anyway
-        if op.error is not None:
-            future.set_exception(op.error)
-        else:
-            future.set_result(op.result)

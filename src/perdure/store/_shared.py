@@ -1,13 +1,24 @@
-"""Pieces every backend shares: the closed-store error and the contract's error messages."""
+"""Pieces every backend shares: the closed-store error, the contract's error messages, and
+settling the futures of written operations."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+from collections.abc import Iterable
+from typing import Any, Protocol
 
 from perdure.errors import ActorNotFound, InternalError, InvalidRequest
 from perdure.store.base import ActorRecord
 
-__all__ = ["StoreClosed", "actor_id_taken", "actor_missing", "normalize_record"]
+__all__ = [
+    "StoreClosed",
+    "WrittenOp",
+    "actor_id_taken",
+    "actor_missing",
+    "normalize_record",
+    "settle_ops",
+]
 
 
 class StoreClosed(InternalError):
@@ -45,3 +56,23 @@ def normalize_record(record: ActorRecord) -> ActorRecord:
     if key == record.key and input_ is record.input and state is record.state:
         return record
     return dataclasses.replace(record, key=key, input=input_, state=state)
+
+
+class WrittenOp(Protocol):
+    """A write operation whose outcome is known: ``error`` if it failed, else ``result``."""
+
+    future: asyncio.Future[Any]
+    result: Any
+    error: BaseException | None
+
+
+def settle_ops(ops: Iterable[WrittenOp]) -> None:
+    """Hand each operation's outcome to its caller (on the caller's event loop thread)."""
+    for op in ops:
+        future = op.future
+        if future.done():
+            continue  # the caller was cancelled; the write happened anyway
+        if op.error is not None:
+            future.set_exception(op.error)
+        else:
+            future.set_result(op.result)

@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 
 from perdure.errors import InternalError
-from perdure.store._shared import StoreClosed
+from perdure.store._shared import StoreClosed, settle_ops
 from perdure.store._sqlite_checkpoint import FALLBACK_AUTOCHECKPOINT_PAGES, Checkpointer
 from perdure.store._sqlite_ops import WriteOp, apply_merged
 from perdure.store.migrations import apply_sqlite_migrations
@@ -173,7 +173,7 @@ class GroupCommitWriter:
         # synchronously, so each caller holds a pending future and has yielded (or will)
         # to await it; its task resumes in the next iteration. Settling one iteration
         # later would stretch every actor's step cycle by a third and shrink the groups.
-        _resolve(ops)
+        settle_ops(ops)
         return True
 
     async def stop(self) -> None:
@@ -318,18 +318,7 @@ def _settle_batch(ops: list[WriteOp]) -> None:
     for loop, group in by_loop.items():
         # A closed loop raises RuntimeError: nobody is waiting any more.
         with contextlib.suppress(RuntimeError):
-            loop.call_soon_threadsafe(_resolve, group)
-
-
-def _resolve(ops: list[WriteOp]) -> None:
-    for op in ops:
-        future = op.future
-        if future.done():
-            continue  # the caller was cancelled; the write happened anyway
-        if op.error is not None:
-            future.set_exception(op.error)
-        else:
-            future.set_result(op.result)
+            loop.call_soon_threadsafe(settle_ops, group)
 
 
 def _settle_one(future: asyncio.Future[None], error: BaseException | None) -> None:
