@@ -34,7 +34,7 @@ from ..support.postgres import (
     postgres_store,
     require_postgres,
 )
-from .test_sqlite import _run_and_kill
+from .test_sqlite import _run_and_kill, check_acknowledged
 
 pytestmark = pytest.mark.postgres
 
@@ -599,13 +599,4 @@ async def test_acknowledged_commits_survive_kill_9(schema: str) -> None:
     acknowledged = await _run_and_kill(f"{POSTGRES_URL}{separator}schema={schema}", wanted=600)
     assert len(acknowledged) == 8
     async with opened(schema) as store:
-        for actor_id, step in acknowledged.items():
-            got = await store.get_actor(actor_id)
-            assert got is not None
-            assert got.state is not None
-            stored = int(got.state)
-            assert stored >= step, f"{actor_id}: acknowledged {step}, found {stored}"
-            # Each commit is atomic across the crash: state, history and queue agree.
-            history = await store.load_history(actor_id)
-            assert set(history) == {f"loop/~{i}/step" for i in range(1, stored + 1)}
-            assert [m.id for m in await store.load_queue(actor_id)] == list(range(1, stored + 1))
+        await check_acknowledged(store, acknowledged)

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from perdure.store import ActorCommit, ActorRecord, SQLiteStore
+from perdure.store import ActorCommit, ActorRecord, SQLiteStore, Store
 from perdure.store._sqlite_checkpoint import FALLBACK_AUTOCHECKPOINT_PAGES
 from perdure.store._sqlite_ops import CallOp, CommitOp, CreateOp, DeleteOp
 from perdure.store._sqlite_writer import GroupCommitWriter
@@ -340,18 +340,23 @@ async def _run_and_kill(path: Path | str, wanted: int) -> dict[str, int]:
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="needs SIGKILL")
+async def check_acknowledged(store: Store, acknowledged: dict[str, int]) -> None:
+    """Every acknowledged step of the crash writer survived, each commit whole."""
+    for actor_id, step in acknowledged.items():
+        got = await store.get_actor(actor_id)
+        assert got is not None
+        assert got.state is not None
+        stored = int(got.state)
+        assert stored >= step, f"{actor_id}: acknowledged {step}, found {stored}"
+        # Each commit is atomic across the crash: state, history and queue agree.
+        history = await store.load_history(actor_id)
+        assert set(history) == {f"loop/~{i}/step" for i in range(1, stored + 1)}
+        assert [m.id for m in await store.load_queue(actor_id)] == list(range(1, stored + 1))
+
+
 async def test_acknowledged_commits_survive_kill_9(tmp_path: Path) -> None:
     path = tmp_path / "crash.db"
     acknowledged = await _run_and_kill(path, wanted=600)
     assert len(acknowledged) == 8
     async with opened(path) as store:
-        for actor_id, step in acknowledged.items():
-            got = await store.get_actor(actor_id)
-            assert got is not None
-            assert got.state is not None
-            stored = int(got.state)
-            assert stored >= step, f"{actor_id}: acknowledged {step}, found {stored}"
-            # Each commit is atomic across the crash: state, history and queue agree.
-            history = await store.load_history(actor_id)
-            assert set(history) == {f"loop/~{i}/step" for i in range(1, stored + 1)}
-            assert [m.id for m in await store.load_queue(actor_id)] == list(range(1, stored + 1))
+        await check_acknowledged(store, acknowledged)
