@@ -1,39 +1,53 @@
 """perdure: durable actors and workflows for Python.
 
-Define actors with :func:`actor` (or durable workflows with ``workflow``), register them
-with :func:`setup`, and host them with :class:`ActorRuntime` (in-process) or
+Define actors with :func:`actor` (or durable workflows with :func:`workflow`), register
+them with :func:`setup`, and host them with :class:`ActorRuntime` (in-process) or
 ``perdure serve module:registry`` (over HTTP and WebSocket).
+
+The public names are loaded on first use (PEP 562), so that ``import perdure.client``
+or ``from perdure import __version__`` does not load the engine (runtime, workflow
+engine, stores, sqlite3): a client process needs none of it.
 """
 
-from perdure.definition import ActorDefinition, ActorOptions, actor, event, queue
-from perdure.errors import (
-    ActionNotFound,
-    ActionTimedOut,
-    ActorAlreadyExists,
-    ActorNotFound,
-    InternalError,
-    InvalidRequest,
-    PerdureError,
-    ScheduleError,
-    StateNotSerializable,
-    UserError,
-)
-from perdure.registry import Registry, setup
-from perdure.runtime.context import ActionContext, ActorContext
-from perdure.runtime.runtime import ActorRuntime
-from perdure.runtime.schedule_info import (
-    CronFire,
-    CronJobInfo,
-    ScheduledEventInfo,
-    ScheduledFireInfo,
-)
-from perdure.workflow.context import Loop, StepContext, WorkflowContext
-from perdure.workflow.errors import CriticalError
+from __future__ import annotations
 
-# isort: split
-# Importing the ``perdure.workflow`` package above binds ``perdure.workflow`` to the
-# package; the public name is the definition function, so bind it last.
-from perdure.definition import workflow
+import importlib
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+# Public name -> the module that defines it.
+_EXPORTS: dict[str, str] = {
+    "ActionContext": "perdure.runtime.context",
+    "ActionNotFound": "perdure.errors",
+    "ActionTimedOut": "perdure.errors",
+    "ActorAlreadyExists": "perdure.errors",
+    "ActorContext": "perdure.runtime.context",
+    "ActorDefinition": "perdure.definition",
+    "ActorNotFound": "perdure.errors",
+    "ActorOptions": "perdure.definition",
+    "ActorRuntime": "perdure.runtime.runtime",
+    "CriticalError": "perdure.workflows.errors",
+    "CronFire": "perdure.runtime.schedule_info",
+    "CronJobInfo": "perdure.runtime.schedule_info",
+    "InternalError": "perdure.errors",
+    "InvalidRequest": "perdure.errors",
+    "Loop": "perdure.workflows.context",
+    "PerdureError": "perdure.errors",
+    "Registry": "perdure.registry",
+    "ScheduleError": "perdure.errors",
+    "ScheduledEventInfo": "perdure.runtime.schedule_info",
+    "ScheduledFireInfo": "perdure.runtime.schedule_info",
+    "StateNotSerializable": "perdure.errors",
+    "StepContext": "perdure.workflows.context",
+    "UserError": "perdure.errors",
+    "WorkflowContext": "perdure.workflows.context",
+    "actor": "perdure.definition",
+    "event": "perdure.definition",
+    "queue": "perdure.definition",
+    "setup": "perdure.registry",
+    "workflow": "perdure.definition",
+}
 
 __all__ = [
     "ActionContext",
@@ -66,4 +80,43 @@ __all__ = [
     "setup",
     "workflow",
 ]
-__version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'perdure' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_EXPORTS])
+
+
+if TYPE_CHECKING:
+    from perdure.definition import ActorDefinition, ActorOptions, actor, event, queue, workflow
+    from perdure.errors import (
+        ActionNotFound,
+        ActionTimedOut,
+        ActorAlreadyExists,
+        ActorNotFound,
+        InternalError,
+        InvalidRequest,
+        PerdureError,
+        ScheduleError,
+        StateNotSerializable,
+        UserError,
+    )
+    from perdure.registry import Registry, setup
+    from perdure.runtime.context import ActionContext, ActorContext
+    from perdure.runtime.runtime import ActorRuntime
+    from perdure.runtime.schedule_info import (
+        CronFire,
+        CronJobInfo,
+        ScheduledEventInfo,
+        ScheduledFireInfo,
+    )
+    from perdure.workflows.context import Loop, StepContext, WorkflowContext
+    from perdure.workflows.errors import CriticalError

@@ -262,7 +262,7 @@ def actor(**config: Any) -> ActorDefinition:
 
 
 def workflow(**config: Any) -> ActorDefinition:
-    """Define an actor whose ``run(ctx)`` is a durable workflow (see ``perdure.workflow``).
+    """Define an actor whose ``run(ctx)`` is a durable workflow (see ``perdure.workflows``).
 
     Takes everything :func:`actor` takes, plus ``on_error(c, event)``; ``run`` is required.
     """

@@ -12,7 +12,7 @@ import pytest
 
 from perdure import Loop, StepContext, WorkflowContext, setup, workflow
 from perdure.definition import queue
-from perdure.workflow import CriticalError
+from perdure.workflows import CriticalError
 
 from ..support.postgres import drop_schema, new_schema_name, require_postgres
 from .rig import Rig, eventually

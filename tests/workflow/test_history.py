@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from perdure.workflow.history import (
+from perdure.workflows.history import (
     Divergence,
     Entry,
     History,

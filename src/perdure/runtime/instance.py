@@ -40,7 +40,7 @@ from perdure.store.codec import decode_value, encode_value
 
 if TYPE_CHECKING:
     from perdure.runtime.runtime import ActorRuntime
-    from perdure.workflow.engine import WorkflowRunner
+    from perdure.workflows.engine import WorkflowRunner
 
 __all__ = ["WORKFLOW_STATUS_ACTION", "ActorInstance", "StopReason"]
 
@@ -251,7 +251,7 @@ class ActorInstance:
             return
         self.run_active = True
         if self.definition.kind == "workflow":
-            from perdure.workflow.engine import WorkflowRunner
+            from perdure.workflows.engine import WorkflowRunner
 
             self.workflow = WorkflowRunner(self, run)
             coro = self._run_workflow(self.workflow)

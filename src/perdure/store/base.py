@@ -1,7 +1,7 @@
 """The store contract: what every storage backend (memory, SQLite, PostgreSQL) guarantees.
 
 The store only persists. It makes no decisions: replay or run, sleep or wake, retry or
-fail are decided in ``perdure.runtime`` and ``perdure.workflow``. Values arrive already
+fail are decided in ``perdure.runtime`` and ``perdure.workflows``. Values arrive already
 encoded (``bytes``, see :mod:`perdure.store.codec`); the store never decodes them.
 
 Unit of atomicity: one :class:`ActorCommit`. Every field of a commit (state, queue

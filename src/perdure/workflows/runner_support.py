@@ -9,11 +9,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from perdure.errors import PerdureError, WorkflowError
-from perdure.workflow.context import StepContext
-from perdure.workflow.history import Entry
+from perdure.workflows.context import StepContext
+from perdure.workflows.history import Entry
 
 if TYPE_CHECKING:
-    from perdure.workflow.engine import WorkflowRunner
+    from perdure.workflows.engine import WorkflowRunner
 
 __all__ = ["RollbackRegistry", "error_info", "run_step_fn"]
 

@@ -5,7 +5,7 @@
 """
 
 from perdure.definition import workflow
-from perdure.workflow.context import (
+from perdure.workflows.context import (
     Loop,
     LoopBreak,
     LoopContinue,
@@ -13,7 +13,7 @@ from perdure.workflow.context import (
     TryResult,
     WorkflowContext,
 )
-from perdure.workflow.errors import (
+from perdure.workflows.errors import (
     CriticalError,
     HistoryDiverged,
     JoinError,

@@ -22,14 +22,14 @@ from typing import TYPE_CHECKING, Any
 from perdure.errors import ActorAborted, PerdureError, QueueError
 from perdure.runtime.queue import ActorQueue, QueueMessage
 from perdure.store.codec import decode_value, encode_value
-from perdure.workflow.context import (
+from perdure.workflows.context import (
     LoopBreak,
     LoopContinue,
     StepContext,
     TryResult,
     WorkflowContext,
 )
-from perdure.workflow.errors import (
+from perdure.workflows.errors import (
     CriticalError,
     Evicted,
     HistoryDiverged,
@@ -38,7 +38,7 @@ from perdure.workflow.errors import (
     StepExhausted,
     WorkflowFailure,
 )
-from perdure.workflow.history import (
+from perdure.workflows.history import (
     ROOT,
     Divergence,
     Entry,
@@ -48,7 +48,7 @@ from perdure.workflow.history import (
     iteration_scope,
     validate_name,
 )
-from perdure.workflow.runner_support import RollbackRegistry, error_info, run_step_fn
+from perdure.workflows.runner_support import RollbackRegistry, error_info, run_step_fn
 
 if TYPE_CHECKING:
     from perdure.runtime.instance import ActorInstance
@@ -56,7 +56,7 @@ if TYPE_CHECKING:
 __all__ = ["META_LOCATION", "WorkflowRunner"]
 
 META_LOCATION = "~meta"
-_log = logging.getLogger("perdure.workflow")
+_log = logging.getLogger("perdure.workflows")
 
 
 class WorkflowRunner:

@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from perdure.runtime.queue import QueueMessage
-from perdure.workflow.errors import StepContextExpired
+from perdure.workflows.errors import StepContextExpired
 
 if TYPE_CHECKING:
     from perdure.runtime.local import LocalClient
-    from perdure.workflow.engine import WorkflowRunner
+    from perdure.workflows.engine import WorkflowRunner
 
 __all__ = [
     "Loop",
