@@ -15,7 +15,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
-from perdure.errors import DefinitionError
+from perdure.errors import ActionNotFound, DefinitionError, InvalidRequest, QueueError
+from perdure.schemas import adapter_for, validate_payload
 
 __all__ = [
     "MISSING",
@@ -220,6 +221,61 @@ class ActorDefinition:
         """A fresh deep copy of the static ``conn_state`` value (``None`` if not given)."""
         return None if self.conn_state is MISSING else copy.deepcopy(self.conn_state)
 
+    # The rules below are decided here and nowhere else: every way into an actor (the
+    # gateway, WebSocket, the in-process client, schedules, actor code) asks the definition.
+
+    def find_action(self, name: str, count: int) -> ActionSpec:
+        """The action ``name`` for a call with ``count`` arguments.
+
+        ``actor.action_not_found`` if there is none; ``actor.invalid_request`` (with the
+        action in its metadata) if the argument count does not fit.
+        """
+        spec = self.actions.get(name)
+        if spec is None:
+            raise ActionNotFound(name)
+        problem = spec.check_arity(count)
+        if problem is not None:
+            raise InvalidRequest(problem, metadata={"action": name})
+        return spec
+
+    def require_queues(self) -> dict[str, QueueSpec]:
+        """The declared queues; ``queue.not_configured`` when the actor has none."""
+        if self.queues is None:
+            raise QueueError(f"Actor `{self.name}` has no queues.", code="not_configured")
+        return self.queues
+
+    def find_queue(self, name: str) -> QueueSpec:
+        """The queue ``name``; ``queue.not_configured`` or ``queue.invalid_name``."""
+        spec = self.require_queues().get(name)
+        if spec is None:
+            raise QueueError(f"Actor `{self.name}` has no queue `{name}`.", code="invalid_name")
+        return spec
+
+    def validate_message(self, queue: str, body: Any) -> Any:
+        """Check a message for ``queue``: the queue exists and the body fits its schema.
+
+        Returns the body as the schema coerced it (``queue.invalid_message`` otherwise).
+        Each message is validated once, by whoever first takes it in.
+        """
+        spec = self.find_queue(queue)
+        if spec.schema is None:
+            return body
+        return validate_payload(
+            spec.schema, body, what=f"message for queue `{queue}`", code="invalid_message"
+        )
+
+    def validate_event(self, name: str, args: list[Any]) -> None:
+        """Check a broadcast against the event's declared schema, if events are declared."""
+        if self.events is None:
+            return
+        spec = self.events.get(name)
+        if spec is None:
+            raise InvalidRequest(
+                f"Actor `{self.name}` declares no event `{name}`.", code="unknown_event"
+            )
+        if spec.schema is not None and args:
+            validate_payload(spec.schema, args[0], what=f"event `{name}`")
+
     def validate(self, name: str) -> None:
         """Check the definition; raise ``DefinitionError`` naming the first problem."""
         self.name = name
@@ -373,8 +429,6 @@ def _check_specs(actor_name: str, what: str, specs: Any, kind: type[Any]) -> Any
 
 
 def _check_schema(actor_name: str, where: str, schema: Any) -> None:
-    from perdure.runtime.validation import adapter_for
-
     try:
         adapter_for(schema)
     except Exception as exc:

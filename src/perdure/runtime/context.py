@@ -114,12 +114,11 @@ class ActorContext:
     @property
     def queue(self) -> QueueReceiver:
         """The actor's durable queues: ``send``, ``next``, ``next_batch``, ``iter`` …"""
-        from perdure.errors import QueueError
         from perdure.runtime.queue import QueueReceiver
 
+        self._instance.definition.require_queues()
         queue = self._instance.queue
-        if queue is None:
-            raise QueueError(f"Actor `{self._instance.name}` has no queues.", code="not_configured")
+        assert queue is not None  # an actor with queues has one while awake
         return QueueReceiver(queue, self._instance)
 
     @property

@@ -21,13 +21,11 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from perdure.definition import MISSING, ActorDefinition
 from perdure.errors import (
-    ActionNotFound,
     ActionTimedOut,
     ActorAborted,
     ActorNotFound,
     ActorStopping,
     InternalError,
-    InvalidRequest,
     PerdureError,
 )
 from perdure.runtime.connections import Connection, Transport
@@ -320,14 +318,13 @@ class ActorInstance:
 
     async def call_action(self, name: str, args: list[Any], conn: Connection | None = None) -> Any:
         """Run action ``name``; return its output once its state changes are durable."""
-        spec = self.definition.actions.get(name)
-        if spec is None:
-            if name == WORKFLOW_STATUS_ACTION and self.definition.kind == "workflow":
-                return self.workflow_status()
-            raise ActionNotFound(name)
-        problem = spec.check_arity(len(args))
-        if problem is not None:
-            raise InvalidRequest(problem, metadata={"action": name})
+        if (
+            name == WORKFLOW_STATUS_ACTION
+            and self.definition.kind == "workflow"
+            and name not in self.definition.actions
+        ):
+            return self.workflow_status()
+        spec = self.definition.find_action(name, len(args))
         self._check_running()
         self.enter()
         try:
@@ -436,7 +433,7 @@ class ActorInstance:
     def broadcast(self, name: str, args: tuple[Any, ...] | list[Any]) -> None:
         """Send an event to the connections subscribed to ``name``."""
         payload = list(args)
-        self.runtime.validate_event(self.definition, name, payload)
+        self.definition.validate_event(name, payload)
         self.send_event(name, payload)
 
     def send_event(self, name: str, payload: list[Any]) -> None:

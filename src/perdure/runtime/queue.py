@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from perdure.errors import ActorAborted, QueueError
-from perdure.runtime.validation import validate_payload
 from perdure.store.base import QueueMessageRecord
 from perdure.store.codec import decode_value, encode_value
 
@@ -89,24 +88,11 @@ class ActorQueue:
 
     # ------------------------------------------------------------------ sending
 
-    def _check_name(self, name: str) -> Any:
-        queues = self._instance.definition.queues
-        if queues is None:
-            raise QueueError(f"Actor `{self._instance.name}` has no queues.", code="not_configured")
-        spec = queues.get(name)
-        if spec is None:
-            raise QueueError(
-                f"Actor `{self._instance.name}` has no queue `{name}`.", code="invalid_name"
-            )
-        return spec.schema
-
-    def enqueue(self, name: str, body: Any) -> QueueMessageRecord:
-        """Validate and add a message; it is durable with the actor's next flush."""
-        schema = self._check_name(name)
-        if schema is not None:
-            body = validate_payload(
-                schema, body, what=f"message for queue `{name}`", code="invalid_message"
-            )
+    def enqueue(self, name: str, body: Any, *, validated: bool = False) -> QueueMessageRecord:
+        """Add a message; it is durable with the actor's next flush. ``validated``: the
+        caller has already checked it with ``definition.validate_message``."""
+        if not validated:
+            body = self._instance.definition.validate_message(name, body)
         options = self._instance.options
         if len(self._messages) >= options.max_queue_size:
             raise QueueError(
@@ -132,10 +118,16 @@ class ActorQueue:
         return record
 
     async def send(
-        self, name: str, body: Any, *, wait: bool = False, timeout: float | None = None
+        self,
+        name: str,
+        body: Any,
+        *,
+        wait: bool = False,
+        timeout: float | None = None,
+        validated: bool = False,
     ) -> QueueSendResult:
         """Enqueue durably; with ``wait`` also wait (up to ``timeout``) for ``complete()``."""
-        record = self.enqueue(name, body)
+        record = self.enqueue(name, body, validated=validated)
         completion: asyncio.Future[Any] | None = None
         if wait:
             completion = asyncio.get_running_loop().create_future()

@@ -26,7 +26,7 @@ from perdure.runtime.instance import ActorInstance, StopReason
 from perdure.runtime.local import LocalClient
 from perdure.runtime.queue import QueueSendResult
 from perdure.runtime.tasks import TaskOwner
-from perdure.runtime.validation import validate_payload
+from perdure.schemas import validate_payload
 from perdure.store.base import ActorRecord, Store
 from perdure.store.codec import encode_value
 

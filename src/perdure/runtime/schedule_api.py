@@ -16,7 +16,7 @@ import uuid
 from collections.abc import Iterable
 from typing import Any
 
-from perdure.errors import ScheduleError
+from perdure.errors import ActionNotFound, InvalidRequest, ScheduleError
 from perdure.runtime.cadence import (
     check_history_limit,
     check_max_history,
@@ -58,18 +58,20 @@ class _Cadence:
 def _check_action(manager: ScheduleManager, action: Any, args: list[Any]) -> bytes:
     """Check the action exists and takes ``args`` plus the fire info; encode ``args``."""
     definition = manager.instance.definition
-    spec = definition.actions.get(action) if isinstance(action, str) else None
-    if spec is None:
+    try:
+        if not isinstance(action, str):
+            raise ActionNotFound(repr(action))
+        definition.find_action(action, len(args) + 1)
+    except ActionNotFound:
         raise ScheduleError(
             f"Actor `{definition.name}` has no action {action!r} to schedule.",
             code="action_not_found",
-        )
-    problem = spec.check_arity(len(args) + 1)
-    if problem is not None:
+        ) from None
+    except InvalidRequest as exc:
         raise ScheduleError(
-            f"{problem} A scheduled call passes the configured args and then the fire info.",
+            f"{exc.message} A scheduled call passes the configured args and then the fire info.",
             code="invalid_arguments",
-        )
+        ) from None
     return encode_value(args, what=f"arguments of scheduled action `{action}`")
 
 

@@ -30,7 +30,7 @@ from perdure.protocol.messages import (
 from perdure.runtime.connections import Connection
 from perdure.runtime.instance import ActorInstance
 from perdure.runtime.runtime import ActorRuntime
-from perdure.runtime.validation import validate_payload
+from perdure.schemas import validate_payload
 from perdure.server._asgi import (
     ClientDisconnected,
     Receive,

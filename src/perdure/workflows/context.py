@@ -315,9 +315,7 @@ class StepContext(_ActorIdentity):
     def broadcast(self, name: str, *args: Any) -> None:
         """Broadcast an event; it leaves only after the step's commit."""
         self._check("broadcast")
-        self._runner.instance.runtime.validate_event(
-            self._runner.instance.definition, name, list(args)
-        )
+        self._runner.instance.definition.validate_event(name, list(args))
         self._events.append((name, args))
 
     @property

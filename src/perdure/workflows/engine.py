@@ -186,9 +186,9 @@ class WorkflowRunner:
 
     def queue(self) -> ActorQueue:
         """The actor's queue (the workflow declares queues to use it)."""
+        self.instance.definition.require_queues()
         queue = self.instance.queue
-        if queue is None:
-            raise QueueError(f"Actor `{self.instance.name}` has no queues.", code="not_configured")
+        assert queue is not None  # an actor with queues has one while awake
         return queue
 
     # ------------------------------------------------------------------ waiting
