@@ -20,6 +20,7 @@ from perdure.schemas import adapter_for, validate_payload
 
 __all__ = [
     "MISSING",
+    "WORKFLOW_STATUS_ACTION",
     "ActionSpec",
     "ActorDefinition",
     "ActorOptions",
@@ -170,6 +171,8 @@ HOOK_ARITY: dict[str, int] = {
 _VALUE_FIELDS = ("state", "vars", "conn_state", "events", "queues", "actions", "options")
 
 ActorKind = Literal["actor", "workflow"]
+# A built-in action of workflow actors: the workflow's status ``{status, error, output}``.
+WORKFLOW_STATUS_ACTION = "$workflow"
 
 
 @dataclass(slots=True)
@@ -223,6 +226,13 @@ class ActorDefinition:
 
     # The rules below are decided here and nowhere else: every way into an actor (the
     # gateway, WebSocket, the in-process client, schedules, actor code) asks the definition.
+
+    def is_status_action(self, name: str) -> bool:
+        """True for the built-in ``$workflow`` action of a workflow actor (its status for
+        clients), unless the actor defines an action of that name itself."""
+        return (
+            name == WORKFLOW_STATUS_ACTION and self.kind == "workflow" and name not in self.actions
+        )
 
     def find_action(self, name: str, count: int) -> ActionSpec:
         """The action ``name`` for a call with ``count`` arguments.

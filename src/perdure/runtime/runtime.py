@@ -6,7 +6,7 @@ import asyncio
 import logging
 import secrets
 from collections.abc import Coroutine, Sequence
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
 from perdure.definition import ActorDefinition
 from perdure.errors import (
@@ -21,19 +21,17 @@ from perdure.keys import Key, normalize_key
 from perdure.registry import Registry
 from perdure.runtime.alarms import AlarmScheduler
 from perdure.runtime.clock import Clock, SystemClock
-from perdure.runtime.connections import Connection, Transport
+from perdure.runtime.dispatch import ActorDispatch, ResolveMethod
 from perdure.runtime.instance import ActorInstance, StopReason
 from perdure.runtime.local import LocalClient
 from perdure.runtime.queue import QueueSendResult
 from perdure.runtime.tasks import TaskOwner
-from perdure.schemas import validate_payload
 from perdure.store.base import ActorRecord, Store
 from perdure.store.codec import encode_value
 
 __all__ = ["ActorRuntime", "ResolveMethod"]
 
 T = TypeVar("T")
-ResolveMethod = Literal["get", "getOrCreate", "create"]
 _log = logging.getLogger("perdure.runtime")
 _STOPPED: dict[str, str] = {"sleep": "slept", "destroy": "destroyed", "shutdown": "stopped"}
 
@@ -55,6 +53,8 @@ class ActorRuntime:
         self._creating: dict[tuple[str, Key], asyncio.Future[str]] = {}
         self._tasks = TaskOwner("runtime")
         self.alarms = AlarmScheduler(self)
+        # The one way into an actor for every request (see perdure.runtime.dispatch).
+        self.dispatch = ActorDispatch(self)
         self._started = False
         self._closing = False
 
@@ -105,7 +105,7 @@ class ActorRuntime:
 
     def client(self) -> LocalClient:
         """An in-process client (no network) for tests and actor-to-actor calls."""
-        return LocalClient(self)
+        return LocalClient(self.dispatch)
 
     # --------------------------------------------------------------- resolution
 
@@ -302,22 +302,19 @@ class ActorRuntime:
         await self._stop_instance(instance, "destroy")
 
     # --------------------------------------------------------------- operations
+    # Shorthands for in-process callers; each goes through the dispatch seam.
 
-    async def call(
-        self, actor_id: str, action: str, args: list[Any], conn: Connection | None = None
-    ) -> Any:
-        """Run an action on an actor (waking it if needed)."""
+    async def running_instance(self, actor_id: str) -> ActorInstance:
+        """The running instance of an actor, waking it if needed (the dispatch seam's way
+        to its actors; nothing outside the runtime should hold one)."""
         instance = self._live.get(actor_id)
         if instance is None or instance.status != "running":
             instance = await self.instance(actor_id)
-        return await instance.call_action(action, args, conn)
+        return instance
 
-    async def connect(
-        self, actor_id: str, params: Any, transport: Transport
-    ) -> tuple[ActorInstance, Connection]:
-        """Open a connection to an actor; disconnect it with ``instance.disconnect(conn)``."""
-        instance = await self.instance(actor_id)
-        return instance, await instance.connect(params, transport)
+    async def call(self, actor_id: str, action: str, args: list[Any]) -> Any:
+        """Run an action on an actor (waking it if needed)."""
+        return await self.dispatch.ref(actor_id).call(action, args)
 
     async def send(
         self,
@@ -330,16 +327,7 @@ class ActorRuntime:
     ) -> QueueSendResult:
         """Send a durable queue message to an actor (waking it); optionally wait for it
         to be completed. Returns when the message is durable (and, with ``wait``, done)."""
-        instance = await self.instance(actor_id)
-        if instance.queue is None:
-            from perdure.errors import QueueError
-
-            raise QueueError(f"Actor `{instance.name}` has no queues.", code="not_configured")
-        instance.enter()
-        try:
-            return await instance.queue.send(queue_name, body, wait=wait, timeout=timeout)
-        finally:
-            instance.leave()
+        return await self.dispatch.ref(actor_id).send(queue_name, body, wait=wait, timeout=timeout)
 
     async def wake_for_alarm(self, actor_id: str) -> None:
         """Wake an actor because its alarm is due (the workflow/schedules take over)."""
@@ -347,15 +335,3 @@ class ActorRuntime:
             await self.instance(actor_id)
         except ActorNotFound:
             return
-
-    def validate_event(self, definition: ActorDefinition, name: str, args: list[Any]) -> None:
-        """Check a broadcast against the event's declared schema, if any."""
-        if definition.events is None:
-            return
-        spec = definition.events.get(name)
-        if spec is None:
-            raise InvalidRequest(
-                f"Actor `{definition.name}` declares no event `{name}`.", code="unknown_event"
-            )
-        if spec.schema is not None and args:
-            validate_payload(spec.schema, args[0], what=f"event `{name}`")

@@ -19,7 +19,7 @@ from perdure.protocol.messages import ActorInfo, HttpResponseError
 from perdure.server._asgi import Headers, Send, send_bytes
 
 if TYPE_CHECKING:
-    from perdure.runtime.instance import ActorInstance
+    from perdure.runtime.dispatch import ActorIdentity
 
 __all__ = [
     "MethodNotAllowed",
@@ -75,8 +75,11 @@ def _percent(char: str) -> str:
     return "".join(f"%{byte:02X}" for byte in char.encode("utf-8", "surrogatepass"))
 
 
-def actor_headers(instance: ActorInstance) -> Headers:
-    """``x-rivet-actor``, ``x-rivet-actor-generation`` and ``x-rivet-actor-key``."""
+def actor_headers(instance: ActorIdentity | None) -> Headers:
+    """``x-rivet-actor``, ``x-rivet-actor-generation`` and ``x-rivet-actor-key`` (none
+    when the request did not reach an actor)."""
+    if instance is None:
+        return []
     return [
         (b"x-rivet-actor", instance.actor_id.encode("ascii", "replace")),
         (b"x-rivet-actor-generation", str(instance.generation).encode()),
@@ -84,7 +87,7 @@ def actor_headers(instance: ActorInstance) -> Headers:
     ]
 
 
-def actor_info(instance: ActorInstance | None) -> ActorInfo | None:
+def actor_info(instance: ActorIdentity | None) -> ActorInfo | None:
     """The ``actor`` field of an error body, when the request reached an actor."""
     if instance is None:
         return None
@@ -102,12 +105,11 @@ def error_body(error: PerdureError, enc: Encoding, actor: ActorInfo | None) -> b
 
 
 async def send_error(
-    send: Send, exc: BaseException, enc: Encoding, instance: ActorInstance | None = None
+    send: Send, exc: BaseException, enc: Encoding, instance: ActorIdentity | None = None
 ) -> None:
     """Answer a failed request: error body in the request's encoding, ``x-rivet-error``."""
     error = public_error(exc)
     extra: Headers = [(b"x-rivet-error", header_text(error.identifier))]
-    if instance is not None:
-        extra.extend(actor_headers(instance))
+    extra.extend(actor_headers(instance))
     body = error_body(error, enc, actor_info(instance))
     await send_bytes(send, status_for(error), body, content_type(enc).encode(), extra)

@@ -14,11 +14,10 @@ header (so it can refuse the call), and the action sees ``c.conn``.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any, TypeVar
 
-from perdure.definition import ActorDefinition
-from perdure.errors import ActionNotFound, InvalidRequest, MessageError, QueueError
+from perdure.errors import InvalidRequest, MessageError
 from perdure.protocol.codec import Encoding, content_type, decode_http, encode_http, parse_encoding
 from perdure.protocol.messages import (
     HttpActionRequest,
@@ -27,10 +26,8 @@ from perdure.protocol.messages import (
     HttpQueueSendRequest,
     HttpQueueSendResponse,
 )
-from perdure.runtime.connections import Connection
-from perdure.runtime.instance import ActorInstance
+from perdure.runtime.dispatch import ActorRef, CallAction, Operation, SendMessage
 from perdure.runtime.runtime import ActorRuntime
-from perdure.schemas import validate_payload
 from perdure.server._asgi import (
     ClientDisconnected,
     Receive,
@@ -56,26 +53,11 @@ __all__ = ["Gateway"]
 R = TypeVar("R", HttpActionRequest, HttpQueueSendRequest)
 
 
-class _NoChannel:
-    """The transport of a stateless HTTP call: it has no channel for events."""
-
-    __slots__ = ()
-
-    def send_event(self, name: str, args: list[Any]) -> None:
-        """Events sent to an HTTP caller's transient connection are dropped."""
-
-    def close(self, code: int, reason: str) -> None:
-        """Nothing to close: the response ends the call."""
-
-
-_NO_CHANNEL = _NoChannel()
-
-
 class Gateway:
     """The raw ASGI app mounted at ``/gateway`` (HTTP and WebSocket)."""
 
     def __init__(self, runtime: ActorRuntime) -> None:
-        self.runtime = runtime
+        self.dispatch = runtime.dispatch
         self.options = runtime.registry.options
         self.names = set(runtime.registry.actors)
         self.connect_handler = ConnectHandler(runtime, self.names)
@@ -118,32 +100,25 @@ class Gateway:
     async def _action(
         self, scope: Scope, receive: Receive, send: Send, segment: str, action: str
     ) -> None:
-        def check(definition: ActorDefinition, request: HttpActionRequest) -> None:
-            _check_action(definition, action, len(request.args))
+        def operation(request: HttpActionRequest) -> Operation:
+            return CallAction(action, request.args)
 
-        async def invoke(
-            instance: ActorInstance, conn: Connection, request: HttpActionRequest
-        ) -> HttpMessage:
-            return HttpActionResponse(await instance.call_action(action, request.args, conn))
+        def reply(output: Any) -> HttpMessage:
+            return HttpActionResponse(output)
 
-        await self._handle(scope, receive, send, segment, HttpActionRequest, check, invoke)
+        await self._handle(scope, receive, send, segment, HttpActionRequest, operation, reply)
 
     async def _queue(
         self, scope: Scope, receive: Receive, send: Send, segment: str, queue: str
     ) -> None:
-        def check(definition: ActorDefinition, request: HttpQueueSendRequest) -> None:
-            _check_queue(definition, queue, request.body)
-
-        async def invoke(
-            instance: ActorInstance, conn: Connection, request: HttpQueueSendRequest
-        ) -> HttpMessage:
+        def operation(request: HttpQueueSendRequest) -> Operation:
             timeout = None if request.timeout is None else request.timeout / 1000
-            result = await self.runtime.send(
-                instance.actor_id, queue, request.body, wait=request.wait, timeout=timeout
-            )
+            return SendMessage(queue, request.body, request.wait, timeout)
+
+        def reply(result: Any) -> HttpMessage:
             return HttpQueueSendResponse(result.status, result.response)
 
-        await self._handle(scope, receive, send, segment, HttpQueueSendRequest, check, invoke)
+        await self._handle(scope, receive, send, segment, HttpQueueSendRequest, operation, reply)
 
     async def _handle(
         self,
@@ -152,34 +127,30 @@ class Gateway:
         send: Send,
         segment: str,
         kind: type[R],
-        check: Callable[[ActorDefinition, R], None],
-        invoke: Callable[[ActorInstance, Connection, R], Awaitable[HttpMessage]],
+        operation: Callable[[R], Operation],
+        reply: Callable[[Any], HttpMessage],
     ) -> None:
-        """Validate everything, then resolve the actor and ``invoke`` inside a transient
-        connection; answer in the request's encoding."""
+        """Validate everything, then resolve the actor and perform the request's operation
+        inside a transient connection; answer in the request's encoding."""
         enc: Encoding = "json"
-        instance: ActorInstance | None = None
+        actor: ActorRef | None = None
         try:
             enc = parse_encoding(header_value(scope, b"x-rivet-encoding"))
             target, params = self._prepare(scope, segment)
             body = await read_body(scope, receive, self.options.max_http_body_size)
-            request = decode_http(body, enc, kind)
+            todo = operation(decode_http(body, enc, kind))
             if target.actor_id is None:
-                check(self.runtime.definition(target.name), request)
-            instance = await self.runtime.instance(await resolve_target(self.runtime, target))
-            conn = await instance.connect(params, _NO_CHANNEL)
-            try:
-                reply = await invoke(instance, conn, request)
-            finally:
-                await instance.disconnect(conn)
-            data = encode_http(reply, enc)
+                # Refused before the actor is created or woken: a bad request stores nothing.
+                todo = self.dispatch.check(target.name, todo)
+            actor = await resolve_target(self.dispatch, target)
+            data = encode_http(reply(await actor.perform(todo, params=params)), enc)
             self._check_outgoing(data)
         except ClientDisconnected:
             return
         except Exception as exc:
-            await send_error(send, exc, enc, instance)
+            await send_error(send, exc, enc, None if actor is None else actor.identity)
             return
-        await send_bytes(send, 200, data, _CONTENT_TYPES[enc], actor_headers(instance))
+        await send_bytes(send, 200, data, _CONTENT_TYPES[enc], actor_headers(actor.identity))
 
     # ----------------------------------------------------------------- helpers
 
@@ -213,27 +184,3 @@ def _encoding_or_json(scope: Scope) -> Encoding:
         return parse_encoding(header_value(scope, b"x-rivet-encoding"))
     except InvalidRequest:
         return "json"
-
-
-def _check_action(definition: ActorDefinition, action: str, count: int) -> None:
-    """Refuse an unknown action or a wrong argument count before creating the actor."""
-    spec = definition.actions.get(action)
-    if spec is None:
-        raise ActionNotFound(action)
-    problem = spec.check_arity(count)
-    if problem is not None:
-        raise InvalidRequest(problem, metadata={"action": action})
-
-
-def _check_queue(definition: ActorDefinition, queue: str, body: Any) -> None:
-    """Refuse an unknown queue or an invalid body before creating the actor (the runtime
-    checks again; this only keeps a bad request from storing a new actor)."""
-    if definition.queues is None:
-        raise QueueError(f"Actor `{definition.name}` has no queues.", code="not_configured")
-    spec = definition.queues.get(queue)
-    if spec is None:
-        raise QueueError(f"Actor `{definition.name}` has no queue `{queue}`.", code="invalid_name")
-    if spec.schema is not None:
-        validate_payload(
-            spec.schema, body, what=f"message for queue `{queue}`", code="invalid_message"
-        )

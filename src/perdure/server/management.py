@@ -29,11 +29,11 @@ from starlette.routing import Route
 
 from perdure.errors import InvalidRequest, status_for
 from perdure.keys import Key, deserialize_key, normalize_key, serialize_key
+from perdure.runtime.dispatch import ActorSummary
 from perdure.runtime.runtime import ActorRuntime
 from perdure.server._asgi import read_body
 from perdure.server._errors import error_body, header_text, public_error
 from perdure.server.target import check_actor_name, decode_input
-from perdure.store.base import ActorRecord
 
 __all__ = ["actor_object", "json_response", "management_routes"]
 
@@ -47,7 +47,7 @@ def json_response(value: Any, status: int = 200) -> Response:
     return Response(body, status, media_type="application/json")
 
 
-def actor_object(record: ActorRecord) -> dict[str, Any]:
+def actor_object(record: ActorSummary) -> dict[str, Any]:
     """The engine-shaped ``actor`` object for a stored actor."""
     return {
         "actor_id": record.actor_id,
@@ -88,29 +88,29 @@ def _json_errors(endpoint: Endpoint) -> Endpoint:
 
 class _Management:
     def __init__(self, runtime: ActorRuntime) -> None:
-        self.runtime = runtime
+        self.dispatch = runtime.dispatch
+        self.actor_names = list(runtime.registry.actors)
         self.options = runtime.registry.options
 
     async def list_actors(self, request: Request) -> Response:
         """``GET /actors``: by ids, by name and key, or every actor of a name."""
         query = request.query_params
-        store = self.runtime.store
-        records: list[ActorRecord] = []
+        records: list[ActorSummary] = []
         cursor: str | None = None
         if "actor_ids" in query:
             for actor_id in filter(None, query["actor_ids"].split(",")[:_MAX_PAGE]):
-                record = await store.get_actor(actor_id)
+                record = await self.dispatch.get(actor_id)
                 if record is not None:
                     records.append(record)
         elif "key" in query:
             key_name = query.get("name", "")
             check_actor_name(key_name)
-            record = await store.find_actor(key_name, _parse_key(query["key"]))
+            record = await self.dispatch.find(key_name, _parse_key(query["key"]))
             records = [] if record is None else [record]
         else:
             name = query.get("name")
             limit = _limit(query.get("limit"))
-            records = await store.list_actors(name=name, after=query.get("cursor"), limit=limit)
+            records = await self.dispatch.list(name=name, after=query.get("cursor"), limit=limit)
             cursor = records[-1].actor_id if len(records) == limit else None
         return json_response(
             {"actors": [actor_object(r) for r in records], "pagination": {"cursor": cursor}}
@@ -126,25 +126,23 @@ class _Management:
                 "/actors and address the actor by id.",
                 code="ambiguous_key",
             )
-        actor_id, created = await self.runtime.get_or_create_actor(name, key, actor_input)
-        record = await self.runtime.get_record(actor_id)
+        record, created = await self.dispatch.get_or_create(name, key, actor_input)
         return json_response({"actor": actor_object(record), "created": created})
 
     async def create(self, request: Request) -> Response:
         """``POST /actors``: create → ``{actor}``; ``actor.duplicate_key`` if it exists."""
         name, key, actor_input = await self._creation_body(request)
-        actor_id = await self.runtime.create_actor(name, key, actor_input)
-        record = await self.runtime.get_record(actor_id)
+        record = await self.dispatch.create(name, key, actor_input)
         return json_response({"actor": actor_object(record)})
 
     async def destroy(self, request: Request) -> Response:
         """``DELETE /actors/{actor_id}``: destroy the actor (``on_destroy`` runs)."""
-        await self.runtime.destroy_actor(request.path_params["actor_id"])
+        await self.dispatch.ref(request.path_params["actor_id"]).destroy()
         return json_response({})
 
     async def names(self, request: Request) -> Response:
         """``GET /actors/names``: the registered actor names."""
-        names: dict[str, Any] = {name: {"metadata": {}} for name in self.runtime.registry.actors}
+        names: dict[str, Any] = {name: {"metadata": {}} for name in self.actor_names}
         return json_response({"names": names, "pagination": {"cursor": None}})
 
     async def _creation_body(self, request: Request) -> tuple[str, Key, Any]:
@@ -159,7 +157,7 @@ class _Management:
         if not isinstance(name, str):
             raise InvalidRequest("`name` must be a string.", code="unknown_name")
         check_actor_name(name)
-        self.runtime.definition(name)
+        self.dispatch.definition(name)
         raw_key = body.get("key")
         if raw_key is not None and not isinstance(raw_key, str):
             raise InvalidRequest("`key` must be a serialised key string.", code="invalid_key")

@@ -30,7 +30,7 @@ from perdure.errors import ActorNotFound, InvalidRequest
 from perdure.keys import Key, normalize_key
 from perdure.protocol.values import decode_cbor_value
 from perdure.registry import MAX_ACTOR_NAME_LENGTH, RegistryOptions
-from perdure.runtime.runtime import ActorRuntime, ResolveMethod
+from perdure.runtime.dispatch import ActorAddress, ActorDispatch, ActorRef, ResolveMethod
 
 __all__ = [
     "MAX_COMMAS_CHECKED",
@@ -188,26 +188,29 @@ def _input_too_long(limit: int) -> InvalidRequest:
     )
 
 
-async def resolve_target(runtime: ActorRuntime, target: Target) -> str:
-    """The actor id a target addresses (creating the actor for getOrCreate/create)."""
+async def resolve_target(dispatch: ActorDispatch, target: Target) -> ActorRef:
+    """The actor a target addresses (creating it for getOrCreate/create)."""
     if target.actor_id is not None:
-        return target.actor_id
+        return dispatch.ref(target.actor_id)
     if target.comma_key:
-        await check_comma_ambiguity(runtime, target.name, target.key)
-    return await runtime.resolve(target.name, target.key, target.method, target.input)
+        await check_comma_ambiguity(dispatch, target.name, target.key)
+    address = ActorAddress(
+        name=target.name, key=target.key, method=target.method, input=target.input
+    )
+    return await dispatch.resolve(address)
 
 
-async def check_comma_ambiguity(runtime: ActorRuntime, name: str, key: Key) -> None:
+async def check_comma_ambiguity(dispatch: ActorDispatch, name: str, key: Key) -> None:
     """Refuse a comma-split key when an actor exists under another grouping of its parts."""
     commas = len(key) - 1
     if commas < 1 or commas > MAX_COMMAS_CHECKED:
         return
-    runtime.definition(name)
+    dispatch.definition(name)
     for joins in itertools.product((False, True), repeat=commas):
         if not any(joins):
             continue
         candidate = _regroup(key, joins)
-        if await runtime.store.find_actor(name, candidate) is not None:
+        if await dispatch.find(name, candidate) is not None:
             raise InvalidRequest(
                 "rvt-key is ambiguous: the comma-separated parts also name an existing actor "
                 "whose key parts contain commas. Address that actor by id or use PUT /actors.",

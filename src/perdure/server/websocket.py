@@ -5,7 +5,8 @@ WebSocket stacks insist on a matching protocol), ``rivet_encoding.<json|cbor|bar
 (``json`` when absent) and ``rivet_conn_params.<url-encoded JSON>`` (or the
 ``x-rivet-conn-params`` header). Then:
 
-1. the target is resolved and ``runtime.connect`` admits the connection (hooks
+1. the target is resolved through the runtime's dispatch seam, and the actor admits the
+   connection (hooks
    ``on_before_connect``, ``create_conn_state``, ``on_connect``); the server sends
    ``Init{actorId, connectionId}`` before anything else;
 2. ``ActionRequest`` frames run concurrently, each answered by ``ActionResponse`` or by an
@@ -15,7 +16,7 @@ WebSocket stacks insist on a matching protocol), ``rivet_encoding.<json|cbor|bar
    and reason ``"{group}.{code}"``: ``actor.invalid_request`` for an undecodable frame,
    ``message.incoming_too_long`` for a frame over the limit, or the error that refused the
    connection. An unknown encoding closes with 1003 ``actor.unsupported_websocket_encoding``;
-4. when the client goes away, ``instance.disconnect(conn)`` runs ``on_disconnect``; when
+4. when the client goes away, closing the connection runs ``on_disconnect``; when
    the actor sleeps or is destroyed, the runtime closes the socket through the transport.
 """
 
@@ -29,8 +30,7 @@ from urllib.parse import quote, unquote
 from perdure.errors import InvalidRequest, MessageError, PerdureError
 from perdure.protocol.codec import Encoding, decode_to_server, is_binary, parse_encoding
 from perdure.protocol.messages import ActionRequest, Init, SubscriptionRequest
-from perdure.runtime.connections import Connection
-from perdure.runtime.instance import ActorInstance
+from perdure.runtime.dispatch import ConnectionRef
 from perdure.runtime.runtime import ActorRuntime
 from perdure.server._asgi import Receive, Scope, Send, header_value
 from perdure.server._errors import public_error
@@ -57,7 +57,7 @@ class ConnectHandler:
     """Serves ``/connect`` sockets for one runtime."""
 
     def __init__(self, runtime: ActorRuntime, names: set[str]) -> None:
-        self.runtime = runtime
+        self.dispatch = runtime.dispatch
         self.options = runtime.registry.options
         self.names = names
         self.cache = EventFrameCache()
@@ -77,37 +77,33 @@ class ConnectHandler:
         try:
             if params_text is None:
                 params_text = header_value(scope, b"x-rivet-conn-params")
-            instance, conn = await self._admit(scope, segment, params_text, transport)
+            conn = await self._admit(scope, segment, params_text, transport)
         except Exception as exc:
             transport.fail(public_error(exc))
             await transport.run()
             return
-        transport.put_first(Init(instance.actor_id, conn.id))
-        await self._serve(receive, instance, conn, transport)
+        transport.put_first(Init(conn.actor_id, conn.id))
+        await self._serve(receive, conn, transport)
 
     async def _admit(
         self, scope: Scope, segment: bytes, params_text: str | None, transport: SocketTransport
-    ) -> tuple[ActorInstance, Connection]:
+    ) -> ConnectionRef:
         target = parse_target(
             path_segment(segment), parse_query(scope["query_string"]), self.options, self.names
         )
         params = parse_conn_params(params_text, self.options.max_conn_params_size)
-        actor_id = await resolve_target(self.runtime, target)
-        return await self.runtime.connect(actor_id, params, transport)
+        actor = await resolve_target(self.dispatch, target)
+        return await actor.connect(params, transport)
 
     async def _serve(
-        self,
-        receive: Receive,
-        instance: ActorInstance,
-        conn: Connection,
-        transport: SocketTransport,
+        self, receive: Receive, conn: ConnectionRef, transport: SocketTransport
     ) -> None:
         writer = asyncio.create_task(transport.run(), name=f"ws writer {conn.id}")
         actions: set[asyncio.Task[None]] = set()
         try:
-            await self._receive_loop(receive, instance, conn, transport, actions)
+            await self._receive_loop(receive, conn, transport, actions)
         finally:
-            await instance.disconnect(conn)
+            await conn.close()
             if actions:
                 # Actions already started run to completion (their answers are dropped if
                 # the socket is gone); cancelling them midway would tear their effects.
@@ -122,8 +118,7 @@ class ConnectHandler:
     async def _receive_loop(
         self,
         receive: Receive,
-        instance: ActorInstance,
-        conn: Connection,
+        conn: ConnectionRef,
         transport: SocketTransport,
         actions: set[asyncio.Task[None]],
     ) -> None:
@@ -156,7 +151,7 @@ class ConnectHandler:
                     busy = PerdureError("Too many actions in flight.", code="overloaded")
                     transport.push_error(busy, request.id)
                     continue
-                task = asyncio.create_task(self._action(instance, conn, transport, request))
+                task = asyncio.create_task(self._action(conn, transport, request))
                 actions.add(task)
                 task.add_done_callback(actions.discard)
             elif not _subscribe(conn, request):
@@ -170,13 +165,10 @@ class ConnectHandler:
 
     @staticmethod
     async def _action(
-        instance: ActorInstance,
-        conn: Connection,
-        transport: SocketTransport,
-        request: ActionRequest,
+        conn: ConnectionRef, transport: SocketTransport, request: ActionRequest
     ) -> None:
         try:
-            output = await instance.call_action(request.name, request.args, conn)
+            output = await conn.call(request.name, request.args)
         except Exception as exc:
             transport.push_error(public_error(exc), request.id)
             return
@@ -241,13 +233,13 @@ def _decode(data: bytes | str, enc: Encoding) -> ActionRequest | SubscriptionReq
         return None
 
 
-def _subscribe(conn: Connection, request: SubscriptionRequest) -> bool:
+def _subscribe(conn: ConnectionRef, request: SubscriptionRequest) -> bool:
     """Apply a subscription change; ``False`` when the connection has too many."""
+    name = request.event_name
     if not request.subscribe:
-        conn.subscriptions.discard(request.event_name)
+        conn.unsubscribe(name)
         return True
-    subscriptions = conn.subscriptions
-    if len(subscriptions) >= MAX_SUBSCRIPTIONS and request.event_name not in subscriptions:
+    if conn.subscription_count >= MAX_SUBSCRIPTIONS and not conn.is_subscribed(name):
         return False
-    conn.subscriptions.add(request.event_name)
+    conn.subscribe(name)
     return True

@@ -1,0 +1,386 @@
+"""The one way into an actor: resolve an address, then act on the actor through a ref.
+
+Every request that comes from outside an actor reaches it here: the HTTP gateway and
+WebSocket connections (``perdure.server``), the in-process client (``runtime.client()``
+and ``c.client()``), schedule fires and the management API. The sequence is always the
+same:
+
+1. :meth:`ActorDispatch.check` refuses a bad operation against the actor's definition
+   before anything is created (unknown action, wrong argument count, unknown queue,
+   invalid message body) — the definition owns those rules, the dispatch only asks;
+2. :meth:`ActorDispatch.resolve` turns an :class:`ActorAddress` (an id, or a name and key
+   with ``get``/``getOrCreate``/``create``) into an :class:`ActorRef`;
+3. the ref performs the operation (:meth:`ActorRef.call`, :meth:`ActorRef.send`,
+   :meth:`ActorRef.connect`, :meth:`ActorRef.destroy` …), waking the actor if it sleeps.
+
+Nothing outside ``perdure.runtime`` holds a live ``ActorInstance``: a ref names an actor
+by id and finds its instance at each request, and a :class:`ConnectionRef` wraps one
+open connection. That is what lets a later layer forward a request to the node that
+owns the actor, or observe every request in one place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from perdure.errors import ActorNotFound
+from perdure.keys import Key, normalize_key
+from perdure.runtime.connections import Connection, Transport
+from perdure.runtime.queue import QueueSendResult
+
+if TYPE_CHECKING:
+    from perdure.definition import ActorDefinition
+    from perdure.runtime.instance import ActorInstance
+    from perdure.runtime.runtime import ActorRuntime
+    from perdure.store.base import ActorRecord
+
+__all__ = [
+    "NO_CONNECTION",
+    "ActorAddress",
+    "ActorDispatch",
+    "ActorIdentity",
+    "ActorRef",
+    "ActorSummary",
+    "CallAction",
+    "ConnectionRef",
+    "Operation",
+    "ResolveMethod",
+    "SendMessage",
+]
+
+ResolveMethod = Literal["get", "getOrCreate", "create"]
+
+
+class _NoConnection:
+    """Marks a request made without a connection (in-process calls, schedule fires)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "NO_CONNECTION"
+
+
+NO_CONNECTION: Any = _NoConnection()
+
+
+@dataclass(frozen=True, slots=True)
+class ActorAddress:
+    """Which actor a request is for: ``actor_id``, or ``name`` and ``key`` resolved by
+    ``method`` (``input`` is given to an actor that the request creates)."""
+
+    actor_id: str | None = None
+    name: str = ""
+    key: Key = ()
+    method: ResolveMethod = "get"
+    input: Any = None
+
+    @classmethod
+    def by_id(cls, actor_id: str) -> ActorAddress:
+        """The actor with this id."""
+        return cls(actor_id=actor_id)
+
+
+@dataclass(frozen=True, slots=True)
+class CallAction:
+    """Call action ``action`` with positional ``args``."""
+
+    action: str
+    args: list[Any]
+
+
+@dataclass(frozen=True, slots=True)
+class SendMessage:
+    """Send ``body`` to queue ``queue``; with ``wait``, wait (up to ``timeout`` seconds)
+    for the receiver to complete it. ``validated``: the body has been checked already."""
+
+    queue: str
+    body: Any
+    wait: bool = False
+    timeout: float | None = None
+    validated: bool = False
+
+
+Operation = CallAction | SendMessage
+
+
+@dataclass(frozen=True, slots=True)
+class ActorIdentity:
+    """Who answered a request: the actor's id, key and the generation of its instance."""
+
+    actor_id: str
+    key: Key
+    generation: int
+
+
+@dataclass(frozen=True, slots=True)
+class ActorSummary:
+    """A stored actor as the management API shows it."""
+
+    actor_id: str
+    name: str
+    key: Key
+    created_at: int
+
+    @classmethod
+    def of(cls, record: ActorRecord) -> ActorSummary:
+        """The summary of a stored record."""
+        return cls(record.actor_id, record.name, record.key, record.created_at)
+
+
+class ActorDispatch:
+    """The runtime's entry point for requests (``runtime.dispatch``)."""
+
+    __slots__ = ("_runtime",)
+
+    def __init__(self, runtime: ActorRuntime) -> None:
+        self._runtime = runtime
+
+    # ------------------------------------------------------------ before an actor
+
+    def definition(self, name: str) -> ActorDefinition:
+        """The definition of actor ``name``; ``actor.unknown_name`` if not registered."""
+        return self._runtime.definition(name)
+
+    def check(self, name: str, operation: Operation) -> Operation:
+        """Refuse ``operation`` if actor ``name`` cannot accept it, before any actor is
+        created or woken. Returns the operation to perform: a message comes back with
+        its body as the queue's schema coerced it, marked validated, so that the body
+        is validated once."""
+        definition = self.definition(name)
+        if isinstance(operation, CallAction):
+            if not definition.is_status_action(operation.action):
+                definition.find_action(operation.action, len(operation.args))
+            return operation
+        body = definition.validate_message(operation.queue, operation.body)
+        return SendMessage(operation.queue, body, operation.wait, operation.timeout, True)
+
+    async def resolve(self, address: ActorAddress) -> ActorRef:
+        """The ref of the actor ``address`` names (creating it for getOrCreate/create)."""
+        if address.actor_id is not None:
+            return ActorRef(self._runtime, address.actor_id)
+        actor_id = await self._runtime.resolve(
+            address.name, address.key, address.method, address.input
+        )
+        return ActorRef(self._runtime, actor_id)
+
+    def ref(self, actor_id: str) -> ActorRef:
+        """The ref of the actor with this id (not checked until it is used)."""
+        return ActorRef(self._runtime, actor_id)
+
+    # ------------------------------------------------------------------ directory
+
+    async def find(self, name: str, key: str | Sequence[str] | None) -> ActorSummary | None:
+        """The stored actor with this name and key, or ``None``."""
+        record = await self._runtime.store.find_actor(name, normalize_key(key))
+        return None if record is None else ActorSummary.of(record)
+
+    async def get(self, actor_id: str) -> ActorSummary | None:
+        """The actor with this id, or ``None``."""
+        record = await self._runtime.store.get_actor(actor_id)
+        return None if record is None else ActorSummary.of(record)
+
+    async def list(
+        self, *, name: str | None = None, after: str | None = None, limit: int = 100
+    ) -> list[ActorSummary]:
+        """Actors ordered by id, optionally of one name, after a given id."""
+        records = await self._runtime.store.list_actors(name=name, after=after, limit=limit)
+        return [ActorSummary.of(record) for record in records]
+
+    async def get_or_create(
+        self, name: str, key: str | Sequence[str] | None, input: Any = None
+    ) -> tuple[ActorSummary, bool]:
+        """``(actor, created)``: the actor with this name and key, created if new."""
+        actor_id, created = await self._runtime.get_or_create_actor(name, key, input)
+        return await self._summary(actor_id), created
+
+    async def create(
+        self, name: str, key: str | Sequence[str] | None, input: Any = None
+    ) -> ActorSummary:
+        """Create a new actor; ``actor.duplicate_key`` if the key exists."""
+        return await self._summary(await self._runtime.create_actor(name, key, input))
+
+    async def _summary(self, actor_id: str) -> ActorSummary:
+        summary = await self.get(actor_id)
+        if summary is None:
+            raise ActorNotFound()
+        return summary
+
+
+class ActorRef:
+    """One actor, by id. Each request finds (or wakes) its live instance.
+
+    ``identity`` is set once a request has reached the actor: the id, key and generation
+    of the instance that served it, for response headers and error bodies.
+    """
+
+    __slots__ = ("_runtime", "actor_id", "identity")
+
+    def __init__(self, runtime: ActorRuntime, actor_id: str) -> None:
+        self._runtime = runtime
+        self.actor_id = actor_id
+        self.identity: ActorIdentity | None = None
+
+    async def _instance(self) -> ActorInstance:
+        instance = await self._runtime.running_instance(self.actor_id)
+        self.identity = ActorIdentity(instance.actor_id, instance.key, instance.generation)
+        return instance
+
+    async def perform(self, operation: Operation, *, params: Any = NO_CONNECTION) -> Any:
+        """Perform an operation: an action's output, or a :class:`QueueSendResult`.
+
+        With ``params`` (a stateless request from a client: an HTTP action or queue send)
+        the operation runs inside a short-lived connection, as the original server does:
+        ``on_before_connect`` sees the params and can refuse it, and an action sees
+        ``c.conn``. Without, it runs with no connection (in-process calls, schedules).
+        """
+        instance = await self._instance()
+        if params is NO_CONNECTION:
+            return await _run(instance, operation, None)
+        conn = await instance.connect(params, _NO_CHANNEL)
+        try:
+            return await _run(instance, operation, conn)
+        finally:
+            await instance.disconnect(conn)
+
+    async def call(self, action: str, args: list[Any], *, params: Any = NO_CONNECTION) -> Any:
+        """Call an action; return its output once its state changes are durable."""
+        return await self.perform(CallAction(action, args), params=params)
+
+    async def send(
+        self,
+        queue: str,
+        body: Any,
+        *,
+        wait: bool = False,
+        timeout: float | None = None,
+        params: Any = NO_CONNECTION,
+    ) -> QueueSendResult:
+        """Send a durable queue message (returns once it is durable and, with ``wait``,
+        completed or timed out)."""
+        result: QueueSendResult = await self.perform(
+            SendMessage(queue, body, wait, timeout), params=params
+        )
+        return result
+
+    async def connect(self, params: Any, transport: Transport) -> ConnectionRef:
+        """Open a connection (``on_before_connect``, ``create_conn_state``,
+        ``on_connect``); events reach the client through ``transport``."""
+        instance = await self._instance()
+        return ConnectionRef(instance, await instance.connect(params, transport))
+
+    async def workflow_status(self) -> dict[str, Any]:
+        """``{status, error, output}`` of the actor's workflow (waking it)."""
+        return (await self._instance()).workflow_status()
+
+    async def destroy(self) -> None:
+        """Destroy the actor (``on_destroy`` runs, its data is deleted) and wait."""
+        await self._runtime.destroy_actor(self.actor_id)
+
+    async def sleep(self) -> None:
+        """Put the actor to sleep now if it is awake, and wait until it is asleep."""
+        await self._runtime.sleep_actor(self.actor_id)
+
+    def __repr__(self) -> str:
+        return f"ActorRef({self.actor_id!r})"
+
+
+class ConnectionRef:
+    """One open connection to an actor, as its holder (a socket, a local client) sees it."""
+
+    __slots__ = ("_conn", "_instance", "identity")
+
+    def __init__(self, instance: ActorInstance, conn: Connection) -> None:
+        self._instance = instance
+        self._conn = conn
+        self.identity = ActorIdentity(instance.actor_id, instance.key, instance.generation)
+
+    @property
+    def id(self) -> str:
+        """The connection id (sent to the client in ``Init``)."""
+        return self._conn.id
+
+    @property
+    def actor_id(self) -> str:
+        """The id of the connected actor."""
+        return self._instance.actor_id
+
+    @property
+    def params(self) -> Any:
+        """The parameters the client connected with."""
+        return self._conn.params
+
+    @property
+    def state(self) -> Any:
+        """The connection's state (``create_conn_state``), as the actor sees it."""
+        return self._conn.state
+
+    @property
+    def subscriptions(self) -> frozenset[str]:
+        """The event names this connection receives."""
+        return frozenset(self._conn.subscriptions)
+
+    def subscribe(self, event: str) -> None:
+        """Receive events named ``event``."""
+        self._conn.subscriptions.add(event)
+
+    def unsubscribe(self, event: str) -> None:
+        """Stop receiving events named ``event``."""
+        self._conn.subscriptions.discard(event)
+
+    def is_subscribed(self, event: str) -> bool:
+        """True when the connection receives events named ``event``."""
+        return event in self._conn.subscriptions
+
+    @property
+    def subscription_count(self) -> int:
+        """How many event names the connection receives."""
+        return len(self._conn.subscriptions)
+
+    async def call(self, action: str, args: list[Any]) -> Any:
+        """Call an action over this connection (the action sees it as ``c.conn``)."""
+        return await self._instance.call_action(action, args, self._conn)
+
+    async def close(self) -> None:
+        """Forget the connection and run ``on_disconnect`` (once, however often called)."""
+        await self._instance.disconnect(self._conn)
+
+
+class _NoChannel:
+    """The transport of a stateless request: it has no channel for events."""
+
+    __slots__ = ()
+
+    def send_event(self, name: str, args: list[Any]) -> None:
+        """Events sent to a stateless caller's transient connection are dropped."""
+
+    def close(self, code: int, reason: str) -> None:
+        """Nothing to close: the response ends the request."""
+
+
+_NO_CHANNEL = _NoChannel()
+
+
+async def _run(instance: ActorInstance, operation: Operation, conn: Connection | None) -> Any:
+    if isinstance(operation, CallAction):
+        return await instance.call_action(operation.action, operation.args, conn)
+    return await _send(instance, operation)
+
+
+async def _send(instance: ActorInstance, message: SendMessage) -> QueueSendResult:
+    queue = instance.queue
+    if queue is None:
+        instance.definition.require_queues()  # raises queue.not_configured
+        raise AssertionError("an actor with queues has a queue while awake")
+    instance.enter()  # a waiting send keeps the actor awake until it is answered
+    try:
+        return await queue.send(
+            message.queue,
+            message.body,
+            wait=message.wait,
+            timeout=message.timeout,
+            validated=message.validated,
+        )
+    finally:
+        instance.leave()
