@@ -1,11 +1,30 @@
 """Clients for perdure servers (and any server speaking the RivetKit client protocol).
 
-Two clients with one API, built on one no-I/O core (:mod:`perdure.client._base`,
-:mod:`perdure.client._connstate`):
+Two clients with one API:
 
 - :func:`create_client` / :class:`AsyncClient` for asyncio code (``httpx.AsyncClient`` +
-  ``websockets`` asyncio);
-- :class:`Client` for blocking code (``httpx.Client`` + ``websockets`` threads).
+  ``websockets`` asyncio), in :mod:`perdure.client.aio`;
+- :class:`Client` for blocking code (``httpx.Client`` + ``websockets`` threads), in
+  :mod:`perdure.client.sync`.
+
+Those two modules hold only the I/O: performing a request (``await`` or block), opening
+and reading a socket, waiting for a future, running callbacks (tasks or a callback
+thread), and the public methods that do so (a method is ``async`` or it is not).
+Everything else is written once, underneath:
+
+- ``_base``: configuration, addressing, and every HTTP request as an ``HttpCall``
+  (method, URL, headers, body, and the ``parse`` of its reply), without I/O;
+- ``_connstate``: a connection's state machine, without I/O: each event in, a list of
+  effects out (send a frame, settle a future, call listeners);
+- ``_socket``: the upgrade request, frames, and what a failed socket means;
+- ``_shared``: the bases of the client (config, HTTP pool, the open connections), the
+  accessor and the handle, generic in the concrete classes, plus ``obj.<action>(…)``;
+- ``_connection``: the base of both connections: the state and listener API, and one
+  step per event of a connection's life (the core fed, its effects applied), which the
+  subclasses' reader loops call; ``_errors``: the errors.
+
+``import perdure.client`` loads only these modules, ``perdure.errors``, ``perdure.keys``
+and ``perdure.protocol`` (and httpx, websockets, cbor2): no engine module.
 
 ::
 

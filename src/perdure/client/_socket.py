@@ -1,12 +1,13 @@
 """What the asyncio and the threaded connection share around the socket itself: the
-upgrade request, frame encoding and decoding, and the reading of a refused upgrade."""
+upgrade request, frame encoding and decoding, and the reading of a socket that failed."""
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Any
 
-from websockets.exceptions import InvalidStatus
+from websockets.exceptions import InvalidHandshake, InvalidStatus
 
 from perdure import __version__
 from perdure.client._base import (
@@ -32,8 +33,11 @@ __all__ = [
     "encode_frame",
     "handshake_error",
     "plan_socket",
+    "session_error",
     "user_agent",
 ]
+
+logger = logging.getLogger("perdure.client")
 
 OPEN_TIMEOUT = 15.0
 """Seconds an upgrade may take (the original's WebSocket open timeout)."""
@@ -51,6 +55,17 @@ class SocketPlan:
     headers: dict[str, str]
     max_size: int
     user_agent: str
+
+    def connect_options(self) -> dict[str, Any]:
+        """The keyword arguments of ``websockets``' ``connect`` (asyncio and threaded
+        alike) after the URL."""
+        return {
+            "subprotocols": self.subprotocols,
+            "additional_headers": self.headers,
+            "open_timeout": OPEN_TIMEOUT,
+            "max_size": self.max_size,
+            "user_agent_header": self.user_agent,
+        }
 
 
 def user_agent() -> str:
@@ -102,3 +117,22 @@ def handshake_error(
     if isinstance(error, ActorError):
         return core.connection_error(error)
     return core.transport_error(error)
+
+
+def session_error(
+    core: ConnectionCore[Any], exc: Exception, url: str, encoding: Encoding
+) -> list[Effect]:
+    """A socket's session ended with ``exc``: a refused upgrade (see
+    :func:`handshake_error`), a socket that could not be opened or broke, or a bug in the
+    reader, which is logged; all but the first go to ``on_error`` as transport errors."""
+    if isinstance(exc, InvalidStatus):
+        return handshake_error(core, exc, encoding)
+    if isinstance(exc, OSError | InvalidHandshake | TimeoutError):
+        detail = str(exc) or type(exc).__name__
+        where = url.split("?", 1)[0]  # the query may carry a token
+        return core.transport_error(
+            TransportError(f"Cannot open the connection to {where}: {detail}")
+        )
+    # A bug must not end the reader silently and leave callers waiting.
+    logger.error("The connection's reader failed", exc_info=exc)
+    return core.transport_error(TransportError(repr(exc)))

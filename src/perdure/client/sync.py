@@ -17,6 +17,9 @@ callback, one at a time, in the order things happened. Callbacks therefore never
 your thread, must be thread-safe with respect to your code, and may block (even call
 actions on the same connection) without stalling the socket. A coroutine function may be
 used as a callback: it runs to completion on the callback thread's own event loop.
+
+The classes here add only the blocking I/O (httpx calls, the two threads, a lock around
+the core) to the bases both clients share (see :mod:`perdure.client`).
 """
 
 from __future__ import annotations
@@ -28,42 +31,20 @@ import inspect
 import logging
 import queue
 import threading
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from typing import Any, Literal, TypeVar, overload
 
 import httpx
-from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
+from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection
 from websockets.sync.client import connect as ws_connect
 
-from perdure.client._base import (
-    DEFAULT_ENDPOINT,
-    DEFAULT_MAX_RECONNECT_DELAY,
-    DEFAULT_TIMEOUT,
-    ClientConfig,
-    HttpCall,
-    HttpReply,
-    IdTarget,
-    KeyArg,
-    QueueResult,
-    Target,
-    action_call,
-    create_call,
-    query_target,
-    queue_call,
-    resolve_call,
-)
-from perdure.client._connstate import Backoff, Call, ConnectionCore, Effect, Reject, Resolve, Send
-from perdure.client._errors import ConnectionDisposed, TransportError, TransportTimeout
-from perdure.client._socket import (
-    OPEN_TIMEOUT,
-    decode_frame,
-    encode_frame,
-    handshake_error,
-    plan_socket,
-    user_agent,
-)
-from perdure.client._view import ConnectionView
+from perdure.client._base import HttpCall, KeyArg, QueueResult, Target
+from perdure.client._connection import ConnectionBase
+from perdure.client._connstate import Call
+from perdure.client._shared import AccessorBase, ActionAttributes, ClientBase, HandleBase, reply_of
+from perdure.client._socket import OPEN_TIMEOUT, encode_frame
+from perdure.protocol.messages import ToServer
 
 __all__ = ["ActorAccessor", "ActorConnection", "ActorHandle", "Client"]
 
@@ -72,7 +53,7 @@ T = TypeVar("T")
 _Future = concurrent.futures.Future
 
 
-class Client:
+class Client(ClientBase[httpx.BaseTransport, httpx.Client, "ActorAccessor", "ActorConnection"]):
     """Talks to a perdure (or Rivet) server from blocking code.
 
     Same API as :class:`~perdure.client.AsyncClient`, without ``await``: ``client.<actor
@@ -83,50 +64,17 @@ class Client:
     client). See the module docstring for the threads a connection uses.
     """
 
-    def __init__(
-        self,
-        endpoint: str = DEFAULT_ENDPOINT,
-        *,
-        encoding: str = "json",
-        headers: Mapping[str, str] | None = None,
-        namespace: str | None = None,
-        token: str | None = None,
-        timeout: float | None = DEFAULT_TIMEOUT,
-        max_reconnect_delay: float = DEFAULT_MAX_RECONNECT_DELAY,
-        transport: httpx.BaseTransport | None = None,
-    ) -> None:
-        self.config = ClientConfig.build(
-            endpoint,
-            encoding=encoding,
-            headers=headers,
-            namespace=namespace,
-            token=token,
-            timeout=timeout,
-            max_reconnect_delay=max_reconnect_delay,
-        )
-        self._http = httpx.Client(
-            transport=transport, timeout=timeout, headers={"user-agent": user_agent()}
-        )
-        self._connections: set[ActorConnection] = set()
-        self._lock = threading.Lock()
-        self._closed = False
+    _pool = httpx.Client
 
     def actor(self, name: str) -> ActorAccessor:
         """The accessor for actors named ``name``."""
         return ActorAccessor(self, name)
 
-    def __getattr__(self, name: str) -> ActorAccessor:
-        if name.startswith("_"):
-            raise AttributeError(name)
-        return self.actor(name)
-
     def close(self) -> None:
         """Dispose every connection and close the HTTP pool (idempotent)."""
-        with self._lock:
-            if self._closed:
-                return
-            self._closed = True
-            connections = list(self._connections)
+        connections = self._closing()
+        if connections is None:
+            return
         for conn in connections:
             conn.dispose()
         self._http.close()
@@ -140,85 +88,31 @@ class Client:
         self.close()
 
     def _perform(self, call: HttpCall[T]) -> T:
-        if self._closed:
-            raise ConnectionDisposed("The client is closed.")
-        try:
-            response = self._http.request(
-                call.method,
-                call.url,
-                headers=call.headers,
-                content=call.content,
-                timeout=httpx.Timeout(call.timeout),
-            )
-        except httpx.TimeoutException as exc:
-            raise TransportTimeout(
-                f"{call.method} {call.url}: no answer within {call.timeout} s."
-            ) from exc
-        except httpx.HTTPError as exc:
-            raise TransportError(f"{call.method} {call.url} failed: {exc!r}") from exc
-        return call.parse(HttpReply(response.status_code, response.headers, response.content))
-
-    def _track(self, conn: ActorConnection) -> None:
-        with self._lock:
-            self._connections.add(conn)
-
-    def _untrack(self, conn: ActorConnection) -> None:
-        with self._lock:
-            self._connections.discard(conn)
+        with self._exchange(call) as request:
+            response = self._http.send(request)
+        return call.parse(reply_of(response))
 
 
-class ActorAccessor:
+class ActorAccessor(AccessorBase[Client, "ActorHandle"]):
     """Handles to the actors of one name (``client.<name>``)."""
 
-    def __init__(self, client: Client, name: str) -> None:
-        self._client = client
-        self.name = name
-
-    def get(self, key: KeyArg = None, *, params: Any = None) -> ActorHandle:
-        """A handle to the existing actor ``key`` (``actor.not_found`` at once if absent)."""
-        return ActorHandle(self._client, query_target(self.name, key, "get"), params)
-
-    def get_or_create(
-        self, key: KeyArg = None, *, input: Any = None, params: Any = None
-    ) -> ActorHandle:
-        """A handle that creates the actor ``key`` (with ``input``) on first use."""
-        target = query_target(self.name, key, "getOrCreate", input)
+    def _handle(self, target: Target, params: Any) -> ActorHandle:
         return ActorHandle(self._client, target, params)
 
     def create(self, key: KeyArg = None, *, input: Any = None, params: Any = None) -> ActorHandle:
         """Create the actor ``key`` now and return a handle bound to its id
         (``actor.duplicate_key`` if the key is taken)."""
-        actor_id = self._client._perform(create_call(self._client.config, self.name, key, input))
+        actor_id = self._client._perform(self._create_call(key, input))
         return self.get_for_id(actor_id, params=params)
 
-    def get_for_id(self, actor_id: str, *, params: Any = None) -> ActorHandle:
-        """A handle to the actor with id ``actor_id``."""
-        return ActorHandle(self._client, IdTarget(self.name, actor_id), params)
 
-
-class ActorHandle:
+class ActorHandle(HandleBase[Client], ActionAttributes[Any]):
     """Calls one actor over HTTP: ``handle.<action>(*args)``, :meth:`action`,
     :meth:`send`, :meth:`resolve`; :meth:`connect` opens a connection for events."""
 
-    def __init__(self, client: Client, target: Target, params: Any) -> None:
-        self._client = client
-        self._target = target
-        self._params = params
-
     def action(self, name: str, *args: Any) -> Any:
         """Call action ``name`` with ``args`` and return its output."""
-        config = self._client.config
-        return self._client._perform(action_call(config, self._target, name, args, self._params))
-
-    def __getattr__(self, name: str) -> Callable[..., Any]:
-        if name.startswith("_"):
-            raise AttributeError(name)
-
-        def call(*args: Any) -> Any:
-            return self.action(name, *args)
-
-        call.__name__ = name
-        return call
+        return self._client._perform(self._action_call(name, args))
 
     @overload
     def send(
@@ -235,42 +129,25 @@ class ActorHandle:
     ) -> QueueResult | None:
         """Send ``body`` to the actor's queue ``name``; see
         :meth:`perdure.client.AsyncActorHandle.send`."""
-        call = queue_call(
-            self._client.config, self._target, name, body, self._params, wait=wait, timeout=timeout
-        )
-        return self._client._perform(call)
+        return self._client._perform(self._queue_call(name, body, wait=wait, timeout=timeout))
 
     def resolve(self) -> str:
         """The actor's id (a ``get_or_create`` handle creates the actor if needed)."""
-        plan = resolve_call(self._client.config, self._target)
-        if isinstance(plan, str):
-            return plan
-        return self._client._perform(plan)
+        call = self._resolve_call()
+        return call if isinstance(call, str) else self._client._perform(call)
 
     def connect(self, params: Any = None) -> ActorConnection:
         """Open a connection (in the background); ``params`` default to the handle's."""
-        if self._client._closed:
-            raise ConnectionDisposed("The client is closed.")
-        conn = ActorConnection(
-            self._client, self._target, params if params is not None else self._params
-        )
-        self._client._track(conn)
-        conn._start()
-        return conn
+        return ActorConnection(self._client, self._target, self._conn_params(params))
 
 
-class ActorConnection(ConnectionView):
+class ActorConnection(ConnectionBase["_Future[Any]", Any]):
     """A live WebSocket connection to one actor; the blocking twin of
     :class:`~perdure.client.AsyncActorConnection` (same states, reconnects and errors).
     Callbacks run on the connection's callback thread (see the module docstring)."""
 
     def __init__(self, client: Client, target: Target, params: Any) -> None:
-        self._client = client
-        self._config = client.config
-        self._plan = plan_socket(client.config, target, params)
-        self._core: ConnectionCore[_Future[Any]] = ConnectionCore(
-            Backoff(maximum=self._config.max_reconnect_delay)
-        )
+        super().__init__(client, target, params)
         # Guards the core and the socket reference; effects are applied while holding
         # it so frames and callbacks keep the order the core decided, whatever thread.
         self._lock = threading.RLock()
@@ -283,70 +160,30 @@ class ActorConnection(ConnectionView):
         self._dispatcher = threading.Thread(
             target=self._dispatch_loop, name=f"perdure-callbacks-{target.name}", daemon=True
         )
-
-    def _start(self) -> None:
+        client._track(self)
         self._dispatcher.start()
         self._reader.start()
-
-    def _guard(self) -> contextlib.AbstractContextManager[Any]:
-        return self._lock
 
     # -- calls --------------------------------------------------------------------------
 
     def wait_open(self, timeout: float | None = 10.0) -> None:
         """Block until the connection is open; raises the server's ``ActorError`` if it
         refuses the connection, ``TransportTimeout`` after ``timeout`` seconds."""
-        future: _Future[Any] = _Future()
-        with self._lock:
-            self._apply(self._core.add_open_waiter(future))
-        try:
-            future.result(timeout)
-        except TimeoutError:
-            if future.done():
-                raise
-            raise TransportTimeout(f"The connection did not open within {timeout} s.") from None
-        finally:
-            with self._lock:
-                self._core.remove_open_waiter(future)
+        with self._opening() as future:
+            _settled(future, timeout, lambda: self._open_timeout(timeout))
 
     def action(self, name: str, *args: Any) -> Any:
         """Call action ``name`` over the connection and return its output."""
-        future: _Future[Any] = _Future()
-        with self._lock:
-            action_id, effects = self._core.request_action(name, list(args), future)
-            self._apply(effects)
-        timeout = self._config.timeout
-        try:
-            return future.result(timeout)
-        except TimeoutError:
-            if future.done():
-                raise
-            raise TransportTimeout(
-                f"Action {name!r} got no answer within {timeout} s "
-                f"(connection status: {self.status})."
-            ) from None
-        finally:
-            with self._lock:
-                self._core.abandon_action(action_id)
-
-    def __getattr__(self, name: str) -> Callable[..., Any]:
-        if name.startswith("_"):
-            raise AttributeError(name)
-
-        def call(*args: Any) -> Any:
-            return self.action(name, *args)
-
-        call.__name__ = name
-        return call
+        with self._calling(name, args) as future:
+            return _settled(future, self._config.timeout, lambda: self._action_timeout(name))
 
     def dispose(self) -> None:
         """Close the connection for good (1000 ``"Disposed"``) and stop its threads;
         pending actions fail with :class:`~perdure.client.ConnectionDisposed`."""
-        with self._lock:
-            if self._core.disposed:
-                return
-            self._apply(self._core.dispose())
-            ws = self._ws
+        if not self._dispose_core():
+            return
+        # The reader sets no new socket once the core is disposed.
+        ws = self._ws
         self._stop.set()
         if ws is not None:
             with contextlib.suppress(OSError, ConnectionClosed):  # already gone
@@ -367,85 +204,51 @@ class ActorConnection(ConnectionView):
 
     # -- I/O ----------------------------------------------------------------------------
 
-    def _apply(self, effects: list[Effect]) -> None:
-        # Called with the lock held.
-        for effect in effects:
-            if isinstance(effect, Send):
-                ws = self._ws
-                if ws is not None:
-                    # On a dead socket the reader sees the close and fails what was in flight.
-                    with contextlib.suppress(ConnectionClosed, OSError):
-                        ws.send(encode_frame(effect.message, self._config.encoding))
-            elif isinstance(effect, Resolve):
-                if not effect.future.done():
-                    effect.future.set_result(effect.value)
-            elif isinstance(effect, Reject):
-                if not effect.future.done():
-                    effect.future.set_exception(effect.error)
-            elif isinstance(effect, Call):
-                self._calls.put(effect)
+    def _guard(self) -> contextlib.AbstractContextManager[Any]:
+        return self._lock
+
+    def _new_future(self) -> _Future[Any]:
+        return _Future()
+
+    def _send(self, message: ToServer) -> None:
+        ws = self._ws
+        if ws is not None:
+            # On a dead socket the reader sees the close and fails what was in flight.
+            with contextlib.suppress(ConnectionClosed, OSError):
+                ws.send(encode_frame(message, self._config.encoding))
+
+    def _call(self, effect: Call) -> None:
+        self._calls.put(effect)
 
     def _read_loop(self) -> None:
         while not self._stop.is_set():
-            with self._lock:
-                self._apply(self._core.connecting())
+            self._connecting()
+            code, reason = 1006, ""
             try:
-                code, reason, opened = self._session()
+                code, reason = self._session()
             except Exception as exc:
-                # A bug must not kill the thread silently and leave callers waiting.
-                logger.exception("The connection's reader failed")
-                with self._lock:
-                    self._apply(self._core.transport_error(TransportError(repr(exc))))
-                code, reason, opened = 1006, "", False
-            with self._lock:
-                self._apply(self._core.socket_closed(code, reason, opened=opened))
-                if self._core.disposed:
-                    return
-                delay = self._core.next_reconnect_delay()
+                self._session_failed(exc)
+            delay = self._session_ended(code, reason)
+            if delay is None:
+                return
             self._stop.wait(delay)
 
-    def _session(self) -> tuple[int, str, bool]:
-        """One socket, from the upgrade to the close: (close code, reason, opened)."""
-        plan = self._plan
-        try:
-            with ws_connect(
-                plan.url,
-                subprotocols=plan.subprotocols,
-                additional_headers=plan.headers,
-                open_timeout=OPEN_TIMEOUT,
-                max_size=plan.max_size,
-                user_agent_header=plan.user_agent,
-            ) as ws:
-                return self._serve(ws)
-        except InvalidStatus as exc:
+    def _session(self) -> tuple[int, str]:
+        """One socket, from the upgrade to the close: (close code, reason)."""
+        with ws_connect(self._plan.url, **self._plan.connect_options()) as ws:
             with self._lock:
-                self._apply(handshake_error(self._core, exc, self._config.encoding))
-        except (OSError, InvalidHandshake, TimeoutError) as exc:
-            error = TransportError(
-                f"Cannot open the connection to {plan.url.split('?', 1)[0]}: {exc}"
-            )
-            with self._lock:
-                self._apply(self._core.transport_error(error))
-        return 1006, "", False
-
-    def _serve(self, ws: ClientConnection) -> tuple[int, str, bool]:
-        with self._lock:
-            if self._core.disposed:
-                return 1000, "Disposed", False
-            self._ws = ws
-        opened = False
-        try:
-            for frame in ws:
+                if self._core.disposed:
+                    return 1000, "Disposed"
+                self._ws = ws
+            try:
+                # The close code and reason are read from the socket below.
+                with contextlib.suppress(ConnectionClosed):
+                    for frame in ws:
+                        self._received(frame)
+            finally:
                 with self._lock:
-                    effects, is_init = decode_frame(self._core, frame, self._config.encoding)
-                    self._apply(effects)
-                opened = opened or is_init
-        except ConnectionClosed:
-            pass  # the close code and reason are read from the socket below
-        finally:
-            with self._lock:
-                self._ws = None
-        return ws.close_code or 1006, ws.close_reason or "", opened
+                    self._ws = None
+            return ws.close_code or 1006, ws.close_reason or ""
 
     def _dispatch_loop(self) -> None:
         runner: asyncio.Runner | None = None
@@ -465,6 +268,18 @@ class ActorConnection(ConnectionView):
         finally:
             if runner is not None:
                 runner.close()
+
+
+def _settled(
+    future: _Future[Any], timeout: float | None, timed_out: Callable[[], Exception]
+) -> Any:
+    """``future``'s result, or ``timed_out()`` raised after ``timeout`` seconds."""
+    try:
+        return future.result(timeout)
+    except TimeoutError:
+        if future.done():
+            raise  # the future itself failed with a timeout (a TransportTimeout)
+        raise timed_out() from None
 
 
 async def _await(awaitable: Awaitable[Any]) -> Any:
