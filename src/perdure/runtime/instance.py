@@ -249,9 +249,10 @@ class ActorInstance:
             return
         self.run_active = True
         if self.definition.kind == "workflow":
+            from perdure.runtime.workflow_host import ActorWorkflowHost
             from perdure.workflows.engine import WorkflowRunner
 
-            self.workflow = WorkflowRunner(self, run)
+            self.workflow = WorkflowRunner(ActorWorkflowHost(self), run)
             coro = self._run_workflow(self.workflow)
         else:
             coro = self._run(run)

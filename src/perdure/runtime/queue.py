@@ -13,11 +13,12 @@ message is never lost and never applied twice.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterable
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Iterable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from perdure.errors import ActorAborted, QueueError
+from perdure.queue_message import QueueMessage
 from perdure.store.base import QueueMessageRecord
 from perdure.store.codec import decode_value, encode_value
 
@@ -37,34 +38,6 @@ class QueueSendResult:
     def to_dict(self) -> dict[str, Any]:
         """The wire shape ``{status, response}``."""
         return {"status": self.status, "response": self.response}
-
-
-@dataclass(slots=True)
-class QueueMessage:
-    """A received message. ``complete(response)`` exists for completable receives."""
-
-    id: int
-    name: str
-    body: Any
-    created_at: int
-    completable: bool = False
-    completed: bool = False
-    _queue: Any = field(default=None, repr=False)
-    _replayed: bool = field(default=False, repr=False)
-
-    async def complete(self, response: Any = None) -> None:
-        """Acknowledge a completable message: remove it and answer a waiting sender."""
-        if not self.completable or self._queue is None:
-            raise QueueError(
-                "Only messages received with completable=True can be completed.",
-                code="not_completable",
-            )
-        if self.completed:
-            if self._replayed:
-                return  # completed in an earlier run of the workflow: nothing to do again
-            raise QueueError("This message was already completed.", code="already_completed")
-        self.completed = True
-        await self._queue.complete(self, response)
 
 
 class _Waiter:
@@ -160,17 +133,19 @@ class ActorQueue:
         return found
 
     def take(self, records: list[QueueMessageRecord], *, completable: bool) -> list[QueueMessage]:
+        """Claim messages (see :meth:`consume`) and return them to the receiver."""
+        self.consume(records, completable=completable)
+        return [self.to_message(record, completable=completable) for record in records]
+
+    def consume(self, records: Sequence[QueueMessageRecord], *, completable: bool) -> None:
         """Claim messages: remove them (with the next flush) or hold them until completed."""
         pending = self._instance.pending_commit()
-        messages = []
         for record in records:
             if completable:
                 self._held.add(record.id)
             else:
                 del self._messages[record.id]
                 pending.delete_message(record.id)
-            messages.append(self.to_message(record, completable=completable))
-        return messages
 
     def hold(self, message_id: int) -> None:
         """Mark a message as received-but-not-completed (replayed from workflow history)."""
@@ -189,7 +164,7 @@ class ActorQueue:
             decode_value(record.body),
             record.created_at,
             completable,
-            _queue=self if completable else None,
+            completer=self if completable else None,
         )
 
     async def complete(self, message: QueueMessage, response: Any) -> None:

@@ -14,12 +14,12 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from perdure.runtime.queue import QueueMessage
+from perdure.queue_message import QueueMessage
 from perdure.workflows.errors import StepContextExpired
 
 if TYPE_CHECKING:
-    from perdure.runtime.local import LocalClient
     from perdure.workflows.engine import WorkflowRunner
+    from perdure.workflows.port import ActorClient, ActorIdentity, WorkflowHost
 
 __all__ = [
     "Loop",
@@ -111,32 +111,32 @@ class WorkflowQueue:
 class _ActorIdentity:
     """Who the actor is: shared by the workflow context and the step context."""
 
-    _runner: WorkflowRunner
+    _identity: ActorIdentity
 
     @property
     def actor_id(self) -> str:
         """The actor's id (also the workflow id: one workflow per actor)."""
-        return self._runner.instance.actor_id
+        return self._identity.actor_id
 
     @property
     def workflow_id(self) -> str:
         """The workflow's id: the actor's id (one workflow per actor)."""
-        return self._runner.instance.actor_id
+        return self._identity.actor_id
 
     @property
     def name(self) -> str:
         """The actor's name."""
-        return self._runner.instance.name
+        return self._identity.name
 
     @property
     def key(self) -> list[str]:
         """The actor's key."""
-        return list(self._runner.instance.key)
+        return list(self._identity.key)
 
     @property
     def log(self) -> logging.LoggerAdapter[logging.Logger]:
         """The actor's logger."""
-        return self._runner.instance.log
+        return self._identity.log
 
 
 class WorkflowContext(_ActorIdentity):
@@ -144,13 +144,14 @@ class WorkflowContext(_ActorIdentity):
 
     def __init__(self, runner: WorkflowRunner, scope: str) -> None:
         self._runner = runner
+        self._identity = runner.host
         self._scope = scope
         self.queue = WorkflowQueue(self)
 
     @property
     def aborted(self) -> bool:
         """True once the actor is going to sleep or be destroyed."""
-        return self._runner.instance.abort.aborted
+        return self._runner.host.abort.aborted
 
     def is_evicted(self) -> bool:
         """Same as ``aborted``."""
@@ -271,8 +272,10 @@ class WorkflowContext(_ActorIdentity):
 class StepContext(_ActorIdentity):
     """What a step sees: actor data and effects, valid only while the step runs."""
 
-    def __init__(self, runner: WorkflowRunner, location: str) -> None:
-        self._runner = runner
+    def __init__(self, host: WorkflowHost, location: str) -> None:
+        self._host = host
+        self._actor = host.actor
+        self._identity = host
         self.location = location
         self._live = True
         self._events: list[tuple[str, tuple[Any, ...]]] = []
@@ -294,28 +297,28 @@ class StepContext(_ActorIdentity):
     def state(self) -> Any:
         """The actor's state (committed together with the step)."""
         self._check("state")
-        return self._runner.instance.state
+        return self._actor.state
 
     @state.setter
     def state(self, value: Any) -> None:
         self._check("state")
-        self._runner.instance.state = value
+        self._actor.state = value
 
     @property
     def vars(self) -> Any:
         """The actor's ephemeral vars."""
         self._check("vars")
-        return self._runner.instance.vars
+        return self._actor.vars
 
     @vars.setter
     def vars(self, value: Any) -> None:
         self._check("vars")
-        self._runner.instance.vars = value
+        self._actor.vars = value
 
     def broadcast(self, name: str, *args: Any) -> None:
         """Broadcast an event; it leaves only after the step's commit."""
         self._check("broadcast")
-        self._runner.instance.definition.validate_event(name, list(args))
+        self._host.validate_event(name, list(args))
         self._events.append((name, args))
 
     @property
@@ -324,25 +327,25 @@ class StepContext(_ActorIdentity):
         self._check("queue")
         return _StepQueue(self)
 
-    def client(self) -> LocalClient:
+    def client(self) -> ActorClient:
         """A client for calling other actors."""
         self._check("client")
-        return self._runner.instance.runtime.client()
+        return self._actor.client()
 
     def keep_awake(self, awaitable: Awaitable[T]) -> Awaitable[T]:
         """Keep the actor awake while ``awaitable`` runs."""
         self._check("keep_awake")
-        return self._runner.instance.keep_awake(awaitable)
+        return self._actor.keep_awake(awaitable)
 
     def wait_until(self, awaitable: Awaitable[T]) -> Awaitable[T]:
         """Make shutdown wait for ``awaitable``."""
         self._check("wait_until")
-        return self._runner.instance.wait_until(awaitable)
+        return self._actor.wait_until(awaitable)
 
     def destroy(self) -> None:
         """Destroy the actor after this step."""
         self._check("destroy")
-        self._runner.instance.request_stop("destroy")
+        self._actor.destroy()
 
 
 class _StepQueue:
@@ -352,4 +355,4 @@ class _StepQueue:
     async def send(self, name: str, body: Any) -> None:
         """Enqueue a message; it becomes durable with the step's commit."""
         self._step._check("queue.send")
-        self._step._runner.queue().enqueue(name, body)
+        self._step._host.require_queue().enqueue(name, body)

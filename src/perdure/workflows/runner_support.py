@@ -13,7 +13,7 @@ from perdure.workflows.context import StepContext
 from perdure.workflows.history import Entry
 
 if TYPE_CHECKING:
-    from perdure.workflows.engine import WorkflowRunner
+    from perdure.workflows.core import RunnerCore
 
 __all__ = ["RollbackRegistry", "error_info", "run_step_fn"]
 
@@ -81,12 +81,12 @@ class RollbackRegistry:
         if handler is not None:
             self._items[location] = _Compensation(entry.seq, location, entry, handler)
 
-    async def run(self, runner: WorkflowRunner) -> None:
+    async def run(self, runner: RunnerCore) -> None:
         """Run pending compensations, newest first, recording each one."""
         for item in sorted(self._items.values(), key=lambda c: c.seq, reverse=True):
             if item.entry.data.get("rb"):
                 continue
-            context = StepContext(runner, item.location)
+            context = StepContext(runner.host, item.location)
             try:
                 result = item.handler(context, item.entry.data.get("o"))
                 if inspect.isawaitable(result):
@@ -96,7 +96,7 @@ class RollbackRegistry:
                 await runner.report_error(
                     {
                         "rollback": {
-                            "workflowId": runner.instance.actor_id,
+                            "workflowId": runner.host.actor_id,
                             "stepName": item.location,
                             "error": error_info(exc),
                         }

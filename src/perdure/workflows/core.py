@@ -1,0 +1,209 @@
+"""The runner's core: history, the commit path and waiting, shared by every primitive.
+
+Recording goes through the host's commits, so a step's history entry, the actor state
+and the queue messages it consumed or sent commit in one transaction (DESIGN §3.1,
+§3.2). Bookkeeping that needs no immediate durability (a message taken from the queue, a
+loop advancing) is *staged* and rides on the next commit: after a crash the uncommitted
+part is simply done again. Events broadcast by a step are delivered only after the
+step's commit (DESIGN §3.3).
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any, cast
+
+from perdure.errors import ActorAborted
+from perdure.store.codec import decode_value, encode_value
+from perdure.workflows.context import WorkflowContext
+from perdure.workflows.errors import Evicted
+from perdure.workflows.history import Entry, History, child_location, validate_name
+from perdure.workflows.port import MessageQueue, WorkflowHost
+from perdure.workflows.runner_support import RollbackRegistry
+
+if TYPE_CHECKING:
+    from perdure.workflows.engine import WorkflowRunner
+
+__all__ = ["META_LOCATION", "RunnerCore", "maybe_await", "message_names"]
+
+META_LOCATION = "~meta"
+Events = list[tuple[str, tuple[Any, ...]]]
+
+
+class RunnerCore:
+    """The state of one actor's workflow run and the services its primitives share."""
+
+    def __init__(self, host: WorkflowHost, fn: Callable[[WorkflowContext], Any]) -> None:
+        self.host = host
+        self.fn = fn
+        self.history = History()
+        self.meta: dict[str, Any] = {"status": "pending"}
+        self.rollbacks = RollbackRegistry()
+        self._deferred_events: Events = []
+
+    def context(self, scope: str) -> WorkflowContext:
+        """The ``ctx`` of ``scope``, bound to this runner."""
+        # The primitives are split over mixins of this class by concept; the one class
+        # that runs workflows (and the only one a context ever sees) combines them all.
+        return WorkflowContext(cast("WorkflowRunner", self), scope)
+
+    # ----------------------------------------------------------------- loading
+
+    async def load(self) -> None:
+        """Read the stored history and status; hold the messages still to complete."""
+        raw = await self.host.load_history()
+        meta = raw.pop(META_LOCATION, None)
+        if meta is not None:
+            self.meta = decode_value(meta)
+        self.history = History({loc: Entry.from_record(decode_value(b)) for loc, b in raw.items()})
+        queue = self.host.queue()
+        if queue is not None:
+            for entry in self.history.entries.values():
+                if entry.kind == "message":
+                    for message in entry.data.get("m", []):
+                        if message.get("c") is False:
+                            queue.hold(message["id"])
+
+    def set_meta(self, **fields: Any) -> None:
+        """Update the workflow's status record (staged with the next commit)."""
+        self.meta.update(fields)
+        self.host.write_history(
+            {META_LOCATION: encode_value(self.meta, what="workflow status")}, ()
+        )
+
+    def status(self) -> dict[str, Any]:
+        """The workflow's status for clients: ``{status, error, output}``."""
+        return {
+            "status": self.meta.get("status", "pending"),
+            "error": self.meta.get("error"),
+            "output": self.meta.get("output"),
+        }
+
+    def mark_busy(self) -> None:
+        """While the workflow executes (not waiting), its alarm is "now": if the process
+        dies, the alarm scheduler of the next start wakes the actor and it resumes alone."""
+        self.host.set_alarm(self.host.now_ms())
+
+    # ------------------------------------------------------------- commit path
+
+    def stage(self) -> None:
+        """Move history changes into the host's next commit (no waiting)."""
+        changed, deleted = self.history.take_changes()
+        if not changed and not deleted:
+            return
+        owner = self.host.label
+        puts = {
+            location: encode_value(
+                entry.to_record(), what=f"workflow entry `{location}`", owner=owner
+            )
+            for location, entry in changed.items()
+        }
+        self.host.write_history(puts, deleted)
+
+    async def commit(self) -> None:
+        """Stage history changes and wait until they (and the state) are durable."""
+        self.stage()
+        await self.host.flush()
+        if self._deferred_events:
+            events, self._deferred_events = self._deferred_events, []
+            self.deliver(events)
+
+    def defer(self, events: Events) -> None:
+        """Deliver ``events`` after the next commit (an ephemeral step's)."""
+        self._deferred_events.extend(events)
+
+    def deliver(self, events: Events) -> None:
+        """Send committed events to subscribed connections (validated when the step
+        broadcast them)."""
+        for name, args in events:
+            self.host.send_event(name, list(args))
+
+    async def report_error(self, event: dict[str, Any]) -> None:
+        """Call the ``on_error`` hook (observational; its failures are only logged)."""
+        await self.host.report_error(event)
+
+    def queue(self) -> MessageQueue:
+        """The actor's queue (the workflow declares queues to use it)."""
+        return self.host.require_queue()
+
+    # ------------------------------------------------------------------ waiting
+
+    def check_evicted(self) -> None:
+        """Stop at this yield point if the actor is going to sleep."""
+        if self.host.abort.aborted:
+            raise Evicted()
+
+    async def wait_until(
+        self,
+        deadline: int,
+        *,
+        for_messages: frozenset[str] | None = None,
+        want_messages: bool = False,
+    ) -> bool:
+        """Wait until ``deadline`` (epoch ms), or a message arrives when ``want_messages``.
+
+        The wait lets the actor hibernate: the deadline is written as the actor's alarm,
+        and the host wakes it then. Returns True if a message arrived.
+        """
+        host = self.host
+        host.set_alarm(deadline)
+        await self.commit()
+        host.set_waiting(True)
+        try:
+            while True:
+                self.check_evicted()
+                remaining = (deadline - host.now_ms()) / 1000
+                if remaining <= 0:
+                    return False
+                if want_messages:
+                    if await self.queue().wait_for(for_messages, remaining):
+                        return True
+                    continue
+                await host.sleep(remaining)
+        except ActorAborted:
+            raise Evicted() from None
+        finally:
+            host.set_waiting(False)
+            self.mark_busy()
+
+    async def wait_for_message(self, names: frozenset[str] | None) -> None:
+        """Wait (sleep-compatibly) for a message, with no deadline."""
+        self.host.set_alarm(None)  # a send wakes the actor; no alarm needed
+        self.host.set_waiting(True)
+        try:
+            await self.queue().wait_for(names, None)
+        except ActorAborted:
+            raise Evicted() from None
+        finally:
+            self.host.set_waiting(False)
+            self.mark_busy()
+
+    # --------------------------------------------------------------- positions
+
+    def expect(self, scope: str, name: str, kind: str) -> tuple[str, Entry | None]:
+        """Validate ``name``, visit its location and return ``(location, entry)``."""
+        self.check_evicted()
+        validate_name(name)
+        location = child_location(scope, name)
+        return location, self.history.expect(location, kind)
+
+    def check_complete(self, scope: str) -> None:
+        """Every recorded entry of ``scope`` was visited (raises Divergence otherwise)."""
+        self.history.check_complete(scope)
+
+
+def message_names(names: Iterable[str] | str | None) -> frozenset[str] | None:
+    """The queue names a receive asks for (None: all)."""
+    if names is None:
+        return None
+    if isinstance(names, str):
+        return frozenset((names,))
+    return frozenset(names) or None
+
+
+async def maybe_await(value: Any) -> Any:
+    """``value``, awaited if it is awaitable (user functions may be sync or async)."""
+    if inspect.isawaitable(value):
+        return await value
+    return value

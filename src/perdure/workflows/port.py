@@ -1,0 +1,212 @@
+"""What the workflow engine needs from its host: the port the actor runtime implements.
+
+The engine decides (replay or run, wait or go on, retry or fail); its host stores and
+delivers. History comes in (:meth:`WorkflowHistory.load_history`); commits, queue
+operations, events, alarms and the clock go out through the members below. Nothing in
+this package imports the actor runtime, not even for type hints, so the engine
+can be read, tested and changed as a layer of its own (``runtime/workflow_host.py`` is
+the adapter).
+
+Every member is synchronous unless it says it waits: the engine stages writes as it goes
+and asks for one flush per durable step, so the hot path is a handful of plain calls.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Iterable, Mapping, Sequence
+from typing import Any, Protocol, TypeVar
+
+from perdure.queue_message import QueueMessage
+from perdure.store.base import QueueMessageRecord
+
+__all__ = [
+    "AbortSignal",
+    "ActorClient",
+    "ActorIdentity",
+    "MessageQueue",
+    "StepHost",
+    "WorkflowHistory",
+    "WorkflowHost",
+]
+
+T = TypeVar("T")
+
+
+class AbortSignal(Protocol):
+    """Fires once, when the actor starts to sleep or be destroyed."""
+
+    @property
+    def aborted(self) -> bool:
+        """True once fired."""
+        ...
+
+    async def wait(self) -> None:
+        """Return when the signal fires."""
+        ...
+
+
+class ActorClient(Protocol):
+    """A client for calling other actors (``client.<actor name>`` or ``actor(name)``)."""
+
+    def actor(self, name: str) -> Any:
+        """The accessor for actors named ``name``."""
+        ...
+
+    def __getattr__(self, name: str) -> Any: ...
+
+
+class ActorIdentity(Protocol):
+    """Who the actor is (the workflow's id is its actor's id: one workflow per actor)."""
+
+    @property
+    def actor_id(self) -> str:
+        """The actor's stable id."""
+        ...
+
+    @property
+    def name(self) -> str:
+        """The actor's registered name."""
+        ...
+
+    @property
+    def key(self) -> Sequence[str]:
+        """The actor's key parts."""
+        ...
+
+    @property
+    def label(self) -> str:
+        """``name/actor_id``: names the actor in errors."""
+        ...
+
+    @property
+    def log(self) -> logging.LoggerAdapter[logging.Logger]:
+        """A logger that names the actor."""
+        ...
+
+
+class WorkflowHistory(Protocol):
+    """The workflow's durable history, written through the actor's commits."""
+
+    async def load_history(self) -> dict[str, bytes]:
+        """Every stored entry, encoded, by location."""
+        ...
+
+    def write_history(self, puts: Mapping[str, bytes], deletes: Iterable[str]) -> None:
+        """Stage entries to write and locations to delete; they go with the next commit,
+        together with the actor's state and queue changes (one transaction)."""
+        ...
+
+    def flush(self) -> Awaitable[None]:
+        """Commit everything staged so far now; the result resolves once it is durable
+        (and fails if the write failed: the host then drops the actor)."""
+        ...
+
+
+class MessageQueue(Protocol):
+    """The actor's queue, as a workflow uses it. Changes are staged like history."""
+
+    def available(self, names: frozenset[str] | None, count: int) -> list[QueueMessageRecord]:
+        """Up to ``count`` unclaimed messages for ``names`` (all if None), oldest first."""
+        ...
+
+    def consume(self, records: Sequence[QueueMessageRecord], *, completable: bool) -> None:
+        """Claim messages: delete them with the next commit, or (``completable``) hold
+        them until completed."""
+        ...
+
+    def hold(self, message_id: int) -> None:
+        """Mark a message as received but not completed (replayed from history)."""
+        ...
+
+    async def complete(self, message: QueueMessage, response: Any) -> None:
+        """Delete a held message durably, then answer a sender waiting for it."""
+        ...
+
+    async def wait_for(self, names: frozenset[str] | None, timeout: float | None) -> bool:
+        """Wait until a message for ``names`` is available (False on timeout); raises
+        :class:`~perdure.errors.ActorAborted` when the actor stops."""
+        ...
+
+    def enqueue(self, name: str, body: Any) -> object:
+        """Validate and stage a new message (durable with the next commit)."""
+        ...
+
+
+class StepHost(Protocol):
+    """The actor data and powers a running step reaches through its step context (the
+    runtime hands over the context ``c`` its hooks get, which has all of them)."""
+
+    state: Any
+    """The actor's durable state (committed with the step)."""
+    vars: Any
+    """The actor's ephemeral vars."""
+
+    def client(self) -> ActorClient:
+        """A client for calling other actors."""
+        ...
+
+    def keep_awake(self, awaitable: Awaitable[T]) -> Awaitable[T]:
+        """Run ``awaitable``; the actor does not idle-sleep until it finishes."""
+        ...
+
+    def wait_until(self, awaitable: Awaitable[T]) -> Awaitable[T]:
+        """Run ``awaitable``; a shutdown waits for it (within the grace period)."""
+        ...
+
+    def destroy(self) -> None:
+        """Destroy the actor (in the background, after the caller returns)."""
+        ...
+
+
+class WorkflowHost(ActorIdentity, WorkflowHistory, Protocol):
+    """Everything the engine needs from the actor that runs the workflow."""
+
+    @property
+    def actor(self) -> StepHost:
+        """What a running step reaches (state, vars, ``client()`` …)."""
+        ...
+
+    @property
+    def abort(self) -> AbortSignal:
+        """Fires when the actor starts to stop: the workflow stops at its next yield."""
+        ...
+
+    def queue(self) -> MessageQueue | None:
+        """The actor's queue, or None if it declares no queues."""
+        ...
+
+    def require_queue(self) -> MessageQueue:
+        """The actor's queue; raises ``queue.not_configured`` if it declares none."""
+        ...
+
+    def validate_event(self, name: str, args: list[Any]) -> None:
+        """Check an event against the actor's definition (raises if it does not fit)."""
+        ...
+
+    def send_event(self, name: str, args: list[Any]) -> None:
+        """Deliver an event (already validated, its step committed) to subscribers."""
+        ...
+
+    def now_ms(self) -> int:
+        """The host clock: milliseconds since the Unix epoch."""
+        ...
+
+    async def sleep(self, seconds: float) -> None:
+        """Wait ``seconds``, or less if the actor starts to stop meanwhile."""
+        ...
+
+    def set_alarm(self, at: int | None) -> None:
+        """Wake the actor at ``at`` (epoch ms) if it is asleep then; None clears it.
+        Staged with the next commit."""
+        ...
+
+    def set_waiting(self, waiting: bool) -> None:
+        """True while the workflow waits (a sleep, a queue wait): the actor may
+        hibernate meanwhile; False once it runs again."""
+        ...
+
+    async def report_error(self, event: dict[str, Any]) -> None:
+        """Hand a workflow error event to the actor's ``on_error`` hook, if any (its
+        failures are logged, never raised)."""
+        ...
