@@ -455,6 +455,25 @@ def _management_body(config: ClientConfig, name: str, key: Key, input: Any) -> b
     return json.dumps(body).encode()
 
 
+def _actor_call(
+    config: ClientConfig, method: Literal["POST", "PUT"], name: str, key: Key, input: Any
+) -> HttpCall[str]:
+    # POST creates, PUT gets or creates; both answer {"actor": {"actor_id": …}}.
+    def parse(reply: HttpReply) -> str:
+        if not 200 <= reply.status < 300:
+            raise _management_error(reply)
+        return _actor_id_of(_management_json(reply))
+
+    return HttpCall(
+        method,
+        f"{config.endpoint}/actors?{urlencode({'namespace': config.namespace})}",
+        _management_headers(config),
+        _management_body(config, name, key, input),
+        config.timeout,
+        parse,
+    )
+
+
 def create_call(config: ClientConfig, name: str, key: KeyArg, input: Any) -> HttpCall[str]:
     """``POST /actors``: create actor ``name``/``key`` now; the result is its id.
 
@@ -462,21 +481,7 @@ def create_call(config: ClientConfig, name: str, key: KeyArg, input: Any) -> Htt
     """
     if not name:
         raise InvalidRequest("An actor name must not be empty.")
-    parts = normalize_key(key)
-
-    def parse(reply: HttpReply) -> str:
-        if not 200 <= reply.status < 300:
-            raise _management_error(reply)
-        return _actor_id_of(_management_json(reply))
-
-    return HttpCall(
-        "POST",
-        f"{config.endpoint}/actors?{urlencode({'namespace': config.namespace})}",
-        _management_headers(config),
-        _management_body(config, name, parts, input),
-        config.timeout,
-        parse,
-    )
+    return _actor_call(config, "POST", name, normalize_key(key), input)
 
 
 def resolve_call(config: ClientConfig, target: Target) -> HttpCall[str] | str:
@@ -489,20 +494,7 @@ def resolve_call(config: ClientConfig, target: Target) -> HttpCall[str] | str:
     if isinstance(target, IdTarget):
         return target.actor_id
     if target.method == "getOrCreate":
-
-        def parse_put(reply: HttpReply) -> str:
-            if not 200 <= reply.status < 300:
-                raise _management_error(reply)
-            return _actor_id_of(_management_json(reply))
-
-        return HttpCall(
-            "PUT",
-            f"{config.endpoint}/actors?{urlencode({'namespace': config.namespace})}",
-            _management_headers(config),
-            _management_body(config, target.name, target.key, target.input),
-            config.timeout,
-            parse_put,
-        )
+        return _actor_call(config, "PUT", target.name, target.key, target.input)
 
     def parse_get(reply: HttpReply) -> str:
         if not 200 <= reply.status < 300:
