@@ -1,5 +1,5 @@
 """PostgreSQL-specific behaviour: migrations and their lock, reopening, the writer's
-isolation and reconnection, NOTIFY wake-ups, lease claims, crash durability.
+isolation and reconnection, NOTIFY wake-ups, leases across sessions, crash durability.
 
 The contract itself runs on PostgreSQL through ``conftest.BACKENDS``.
 """
@@ -24,6 +24,7 @@ from perdure.store._postgres_schema import apply_postgres_migrations, lock_key, 
 from perdure.store._postgres_sql import DUE_ACTORS, NEXT_WAKE_AT
 from perdure.store._postgres_writer import PostgresWriter
 from perdure.store.base import QueueMessageRecord
+from perdure.store.errors import ActorOwnedElsewhere
 from perdure.store.migrations import MIGRATIONS, Migration, SchemaTooNew
 from perdure.store.postgres import PostgresStore
 
@@ -508,16 +509,32 @@ async def test_a_failed_commit_notifies_nobody(schema: str) -> None:
         assert seen == [NOW + 1]
 
 
-# --- lease claims -----------------------------------------------------------------------
+# --- leases -----------------------------------------------------------------------------
+# The lease contract runs on every backend (test_contract_leases.py); these are the parts
+# only PostgreSQL has: other sessions, row locks and the database clock.
 
 
 async def _lease(schema: str, actor_id: str) -> tuple[Any, ...]:
     found = await rows(
         schema,
-        "SELECT owner_node, lease_generation, lease_expires_at FROM actors WHERE actor_id = %s",
+        "SELECT owner_node, generation, lease_expires_at FROM actors WHERE actor_id = %s",
         (actor_id,),
     )
     return found[0]
+
+
+async def test_the_second_fencing_counter_is_gone(schema: str) -> None:
+    async with opened(schema):
+        pass
+    columns = await rows(
+        schema,
+        "SELECT column_name FROM information_schema.columns"
+        " WHERE table_schema = %s AND table_name = 'actors'",
+        (schema,),
+    )
+    names = {name for (name,) in columns}
+    assert {"generation", "owner_node", "lease_expires_at"} <= names
+    assert "lease_generation" not in names
 
 
 async def test_two_claimers_never_get_the_same_actor(schema: str) -> None:
@@ -529,7 +546,7 @@ async def test_two_claimers_never_get_the_same_actor(schema: str) -> None:
         async def claim_all(store: PostgresStore, node: str) -> list[str]:
             got: list[str] = []
             while batch := await store.claim_due_actors(node, NOW + 100, 7, 60_000):
-                got.extend(actor_id for actor_id, _ in batch)
+                got.extend(taken.actor_id for taken, _ in batch)
             return got
 
         first, second = await asyncio.wait_for(
@@ -541,6 +558,8 @@ async def test_two_claimers_never_get_the_same_actor(schema: str) -> None:
         assert second, "both claimers ran at once"
         owners = await rows(schema, "SELECT owner_node, count(*) FROM actors GROUP BY 1")
         assert dict(owners) == {"n1": len(first), "n2": len(second)}
+        generations = await rows(schema, "SELECT DISTINCT generation FROM actors")
+        assert generations == [(1,)]  # each actor taken exactly once
 
 
 async def test_claims_skip_rows_locked_by_another_claimer(schema: str) -> None:
@@ -550,44 +569,65 @@ async def test_claims_skip_rows_locked_by_another_claimer(schema: str) -> None:
         async with other.transaction():
             await other.execute("SELECT 1 FROM actors WHERE actor_id = 'b' FOR UPDATE")
             claimed = await asyncio.wait_for(store.claim_due_actors("n1", NOW, 10, 1_000), 2)
-            assert claimed == [("a", NOW), ("c", NOW)]
+            assert [taken.actor_id for taken, _ in claimed] == ["a", "c"]
 
 
-async def test_claims_respect_live_leases_and_take_over_expired_ones(schema: str) -> None:
-    async with opened(schema) as store:
-        await store.create_actor(record("early", wake_at=NOW))
-        await store.create_actor(record("late", wake_at=NOW + 10))
-        await store.create_actor(record("none"))
-        t0 = 5_000_000
-        assert await store.claim_due_actors("n1", NOW + 10, 10, 1_000, now=t0) == [
-            ("early", NOW),
-            ("late", NOW + 10),
-        ]
-        assert await _lease(schema, "early") == ("n1", 1, t0 + 1_000)
-        # Live leases are skipped, the claimer's own included.
-        assert await store.claim_due_actors("n2", NOW + 10, 10, 1_000, now=t0 + 999) == []
-        assert await store.claim_due_actors("n1", NOW + 10, 10, 1_000, now=t0 + 999) == []
-        # Expired: the same node claims again without a new generation …
-        assert await store.claim_due_actors("n1", NOW, 10, 1_000, now=t0 + 1_000) == [
-            ("early", NOW)
-        ]
-        assert await _lease(schema, "early") == ("n1", 1, t0 + 2_000)
-        # … and another node takes over with the next one (a fencing token).
-        assert await store.claim_due_actors("n2", NOW + 10, 10, 1_000, now=t0 + 1_000) == [
-            ("late", NOW + 10)
-        ]
-        assert await _lease(schema, "late") == ("n2", 2, t0 + 2_000)
-        assert await _lease(schema, "none") == (None, 0, None)
-        assert await store.claim_due_actors("n2", NOW, 0, 1_000) == []
-
-
-async def test_claims_use_the_database_clock_by_default(schema: str) -> None:
+async def test_leases_use_the_database_clock_by_default(schema: str) -> None:
     async with opened(schema) as store:
         await store.create_actor(record("a1", wake_at=NOW))
-        assert await store.claim_due_actors("n1", NOW, 10, 60_000) == [("a1", NOW)]
+        await store.create_actor(record("a2"))
+        [(_, claimed)] = await store.claim_due_actors("n1", NOW, 10, 60_000)
+        _, acquired = await store.acquire_lease("a2", "n1", 60_000)
         (now_ms,) = (await rows(schema, "SELECT (extract(epoch FROM now()) * 1000)::bigint"))[0]
-        _, _, expires = await _lease(schema, "a1")
-        assert abs(expires - (now_ms + 60_000)) < 10_000
+        for lease in (claimed, acquired):
+            assert abs(lease.expires_at - (now_ms + 60_000)) < 10_000
+            assert await _lease(schema, lease.actor_id) == ("n1", 1, lease.expires_at)
+        renewed = await store.renew_lease(acquired, 120_000)
+        assert abs(renewed.expires_at - (now_ms + 120_000)) < 10_000
+
+
+async def test_an_acquire_waits_for_a_previous_owners_last_transaction(schema: str) -> None:
+    """As a claim does (see above): the lease and the record come after that commit."""
+    async with opened(schema) as store:
+        await store.create_actor(record("a1", generation=1))
+        async with raw(schema) as zombie:
+            await zombie.execute("BEGIN")
+            await zombie.execute("UPDATE actors SET state = 'late' WHERE actor_id = 'a1'")
+            acquire = asyncio.ensure_future(store.acquire_lease("a1", "n1", 60_000))
+            done, _ = await asyncio.wait({acquire}, timeout=0.3)
+            assert not done, "the acquire did not wait for the open transaction"
+            await zombie.execute("COMMIT")
+            taken, lease = await asyncio.wait_for(acquire, TIMEOUT)
+        assert (taken.state, taken.generation, lease.generation) == (b"late", 2, 2)
+        with pytest.raises(ActorNotFound):
+            await store.commit(ActorCommit("a1", fence=1, state=b"later"))
+
+
+async def test_a_claim_refused_by_a_lease_committed_meanwhile_names_its_owner(
+    schema: str,
+) -> None:
+    """The lease test reads the row as the other session committed it, not as it was
+    when the statement started."""
+    async with opened(schema) as store:
+        await store.create_actor(record("a1"))
+        async with raw(schema) as other:
+            await other.execute("BEGIN")
+            await other.execute(
+                "UPDATE actors SET owner_node = 'n2', generation = generation + 1,"
+                " lease_expires_at = (extract(epoch FROM now()) * 1000)::bigint + 60000"
+                " WHERE actor_id = 'a1'"
+            )
+            claim = asyncio.ensure_future(store.claim_actor("a1"))
+            acquire = asyncio.ensure_future(store.acquire_lease("a1", "n1", 1_000))
+            await asyncio.sleep(0.3)
+            assert not claim.done()
+            await other.execute("COMMIT")
+            with pytest.raises(ActorOwnedElsewhere) as refused:
+                await asyncio.wait_for(claim, TIMEOUT)
+            assert refused.value.owner_node == "n2"
+            with pytest.raises(ActorOwnedElsewhere):
+                await asyncio.wait_for(acquire, TIMEOUT)
+        assert await _lease(schema, "a1") == ("n2", 1, refused.value.expires_at)
 
 
 # --- crash durability -------------------------------------------------------------------

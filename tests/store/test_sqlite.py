@@ -188,6 +188,26 @@ async def test_a_failing_migration_leaves_nothing_behind(tmp_path: Path) -> None
     assert "actors" not in tables  # everything pending is applied in one transaction
 
 
+async def test_a_database_of_schema_2_loses_its_second_fencing_counter(tmp_path: Path) -> None:
+    path = tmp_path / "db.sqlite"
+    with raw(path) as db:
+        apply_sqlite_migrations(db, MIGRATIONS[:2])
+        db.execute(
+            "INSERT INTO actors (actor_id, name, key, created_at, generation, state,"
+            " owner_node, lease_generation, lease_expires_at)"
+            " VALUES ('a1', 'counter', 'a1', 1000, 5, x'73', 'n1', 9, 1234)"
+        )
+    async with opened(path) as store:
+        assert await store.get_actor("a1") == record("a1", generation=5, state=b"s")
+        lease = await store.get_lease("a1")
+        assert lease is not None
+        assert (lease.node_id, lease.generation, lease.expires_at) == ("n1", 5, 1234)
+    with raw(path) as db:
+        columns = {row[1] for row in db.execute("PRAGMA table_info(actors)")}
+    assert "lease_generation" not in columns
+    assert {"generation", "owner_node", "lease_expires_at"} <= columns
+
+
 async def test_a_newer_schema_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "db.sqlite"
     async with opened(path):

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from perdure.runtime.clock import sleep_until_or_event
@@ -66,15 +67,22 @@ class AlarmScheduler:
 
     async def run(self) -> None:
         """The scheduler loop (runs until cancelled)."""
+        # A store shared by several nodes (PostgreSQL) also reports the alarms they set;
+        # the others report this process's own commits (which instances also note).
+        unwatch: Callable[[], None] | None = None
+        try:
+            unwatch = await self._runtime.store.watch_wakeups(self.note)
+        except Exception:
+            _log.warning("not watching the store's wake-ups; polling only", exc_info=True)
+        try:
+            await self._poll()
+        finally:
+            if unwatch is not None:
+                unwatch()  # a store outlives its runtime (a MemoryStore is reopened)
+
+    async def _poll(self) -> None:
         clock = self._runtime.clock
         store = self._runtime.store
-        # A store shared by several nodes (PostgreSQL) also reports the alarms they set.
-        watch_wakeups = getattr(store, "watch_wakeups", None)
-        if watch_wakeups is not None:
-            try:
-                await watch_wakeups(self.note)
-            except Exception:
-                _log.warning("not watching the store's wake-ups; polling only", exc_info=True)
         limit = _BATCH
         while True:
             now = clock.now_ms()

@@ -15,11 +15,14 @@ from perdure.store.base import (
     ActorCommit,
     ActorRecord,
     Durability,
+    Lease,
     QueueMessageRecord,
     ScheduleFireRecord,
     ScheduleRecord,
     Store,
+    WakeupCallback,
 )
+from perdure.store.errors import ActorOwnedElsewhere, LeaseLost, StoreLocked
 from perdure.store.memory import MemoryStore
 from perdure.store.sqlite import SQLiteStore
 
@@ -28,8 +31,11 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ActorCommit",
+    "ActorOwnedElsewhere",
     "ActorRecord",
     "Durability",
+    "Lease",
+    "LeaseLost",
     "MemoryStore",
     "QueueMessageRecord",
     "SQLiteStore",
@@ -37,6 +43,8 @@ __all__ = [
     "ScheduleRecord",
     "Store",
     "StoreClosed",
+    "StoreLocked",
+    "WakeupCallback",
     "open_store",
 ]
 
@@ -45,7 +53,7 @@ _POSTGRES_PREFIXES = ("postgresql://", "postgres://")
 _POSTGRES_OPTIONS = ("schema", "pool_min", "pool_max", "durability")
 
 
-def open_store(url: str) -> Store:
+def open_store(url: str, *, exclusive: bool = True) -> Store:
     """Build (but do not open) the store that ``url`` names.
 
     - ``memory://`` — a :class:`MemoryStore`;
@@ -58,18 +66,20 @@ def open_store(url: str) -> Store:
       parameters (``sslmode=``, ``connect_timeout=`` …) go to libpq unchanged;
     - a plain filesystem path (no ``scheme://``) — a :class:`SQLiteStore` on that file.
 
-    Any other scheme raises ``ValueError``.
+    Any other scheme raises ``ValueError``. ``exclusive=False`` opens a SQLite store
+    without taking its data-directory lock (a reader beside a running server; see
+    :class:`SQLiteStore`); the other stores ignore it.
     """
     if url == "memory://":
         return MemoryStore()
     if url.startswith(_SQLITE_PREFIX):
-        return _sqlite_from_url(url)
+        return _sqlite_from_url(url, exclusive)
     if url.startswith(_POSTGRES_PREFIXES):
         return _postgres_from_url(url)
     if "://" not in url:
         if not url:
             raise ValueError("An empty store URL names no database.")
-        return SQLiteStore(Path(url))
+        return SQLiteStore(Path(url), exclusive=exclusive)
     scheme = url.split("://", 1)[0]
     raise ValueError(
         f"Unsupported store URL scheme {scheme!r} in {url!r}: use 'memory://', "
@@ -77,7 +87,7 @@ def open_store(url: str) -> Store:
     )
 
 
-def _sqlite_from_url(url: str) -> SQLiteStore:
+def _sqlite_from_url(url: str, exclusive: bool) -> SQLiteStore:
     rest, _, query = url[len(_SQLITE_PREFIX) :].partition("?")
     path = unquote(rest)
     if not path:
@@ -88,9 +98,9 @@ def _sqlite_from_url(url: str) -> SQLiteStore:
         raise ValueError(f"Unknown SQLite URL option(s) {sorted(unknown)} in {url!r}.")
     durability = options.get("durability", ["process"])[-1]
     if durability == "power":
-        return SQLiteStore(Path(path), durability="power")
+        return SQLiteStore(Path(path), durability="power", exclusive=exclusive)
     if durability == "process":
-        return SQLiteStore(Path(path), durability="process")
+        return SQLiteStore(Path(path), durability="process", exclusive=exclusive)
     raise ValueError(f"durability must be 'process' or 'power', not {durability!r}.")
 
 

@@ -18,12 +18,13 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+from perdure.store.base import WakeupCallback
+
 __all__ = ["WakeupCallback", "WakeupListener"]
 
 _log = logging.getLogger("perdure.store.postgres")
 
 Connection = psycopg.AsyncConnection[Any]
-WakeupCallback = Callable[[int], None]
 _RETRY_FIRST, _RETRY_MAX = 0.1, 5.0
 
 

@@ -25,12 +25,10 @@ from typing import Any, LiteralString
 
 from perdure.errors import ActorAlreadyExists
 from perdure.keys import serialize_key
-from perdure.store._postgres_sql import ACTOR_COLUMNS, record_from_row
 from perdure.store._shared import actor_id_taken, actor_missing
 from perdure.store.base import ActorCommit, ActorRecord, QueueMessageRecord
 
 __all__ = [
-    "ClaimOp",
     "CommitOp",
     "CreateOp",
     "DeleteOp",
@@ -478,30 +476,6 @@ def _actor_changes(commit: ActorCommit, params: Params) -> tuple[str, ...]:
         columns.append("queue_next_id")
         params["queue_next_id"] = commit.queue_next_id
     return tuple(columns)
-
-
-# --- claim -----------------------------------------------------------------------------
-
-# FOR UPDATE first: it waits for every transaction holding any lock on the row, the
-# FOR KEY SHARE of a commit that writes no actor column included, so the claim comes
-# after whatever a previous owner had on its way (see Store.claim_actor).
-_CLAIM: LiteralString = (
-    "WITH l AS (SELECT actor_id AS locked FROM actors WHERE actor_id = %(actor_id)s FOR UPDATE)"
-    " UPDATE actors AS t SET generation = t.generation + 1 FROM l WHERE t.actor_id = l.locked"
-    f" RETURNING {ACTOR_COLUMNS}"
-)
-
-
-class ClaimOp(WriteOp):
-    """Add one to an actor's generation; the result is its record then, or None."""
-
-    __slots__ = ()
-
-    def __init__(self, future: asyncio.Future[Any], actor_id: str) -> None:
-        super().__init__(future, _CLAIM, {"actor_id": actor_id})
-
-    def read(self, row: tuple[Any, ...] | None) -> None:
-        self.result = None if row is None else record_from_row(row)
 
 
 # --- delete ----------------------------------------------------------------------------

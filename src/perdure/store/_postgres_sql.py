@@ -1,6 +1,7 @@
-"""The SQL of the PostgreSQL store's reads and lease claims, and row decoding.
+"""The SQL of the PostgreSQL store's reads, and row decoding.
 
-Writes live in :mod:`perdure.store._postgres_ops` (one statement per operation).
+Writes live in :mod:`perdure.store._postgres_ops` (one statement per operation), claims
+and leases in :mod:`perdure.store._postgres_lease`.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from perdure.store.base import ActorRecord
 
 __all__ = [
     "ACTOR_COLUMNS",
-    "CLAIM_DUE",
     "DUE_ACTORS",
     "FIND_ACTOR",
     "GET_ACTOR",
@@ -47,30 +47,6 @@ DUE_ACTORS = (
     " ORDER BY wake_at, actor_id LIMIT %s"
 )
 NEXT_WAKE_AT = "SELECT min(wake_at) FROM actors WHERE wake_at IS NOT NULL"
-# Claims due actors whose lease is free or expired. SKIP LOCKED passes over
-# rows another node is claiming right now; a row it has just claimed is re-checked after
-# its commit (READ COMMITTED) and fails the lease test. The fencing counter moves only
-# when the owner changes. Time is the database's clock, the one all nodes share.
-CLAIM_DUE = """
-WITH clock AS (
-    SELECT COALESCE(%(now)s::bigint,
-                    (extract(epoch FROM clock_timestamp()) * 1000)::bigint) AS ms
-), due AS (
-    SELECT actors.actor_id FROM actors, clock
-    WHERE wake_at IS NOT NULL AND wake_at <= %(until)s
-      AND (owner_node IS NULL OR lease_expires_at IS NULL OR lease_expires_at <= clock.ms)
-    ORDER BY wake_at, actor_id
-    LIMIT %(limit)s
-    FOR UPDATE OF actors SKIP LOCKED
-)
-UPDATE actors AS a
-SET lease_generation = a.lease_generation
-        + CASE WHEN a.owner_node IS DISTINCT FROM %(node)s THEN 1 ELSE 0 END,
-    owner_node = %(node)s,
-    lease_expires_at = clock.ms + %(lease_ms)s
-FROM due, clock
-WHERE a.actor_id = due.actor_id
-RETURNING a.actor_id, a.wake_at"""
 
 
 def record_from_row(row: tuple[Any, ...]) -> ActorRecord:

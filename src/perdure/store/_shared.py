@@ -1,24 +1,32 @@
-"""Pieces every backend shares: the closed-store error, the contract's error messages, and
-settling the futures of written operations."""
+"""Pieces every backend shares: the closed-store error, the contract's error messages,
+settling the futures of written operations, lease arithmetic and wake-up watchers."""
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Iterable
+import logging
+import time
+from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
 from perdure.errors import ActorNotFound, InternalError, InvalidRequest
-from perdure.store.base import ActorRecord
+from perdure.store.base import ActorRecord, WakeupCallback
 
 __all__ = [
     "StoreClosed",
+    "WakeupWatchers",
     "WrittenOp",
     "actor_id_taken",
     "actor_missing",
+    "check_ttl",
+    "lease_is_live",
     "normalize_record",
     "settle_ops",
+    "wall_clock_ms",
 ]
+
+_log = logging.getLogger("perdure.store")
 
 
 class StoreClosed(InternalError):
@@ -76,3 +84,48 @@ def settle_ops(ops: Iterable[WrittenOp]) -> None:
             future.set_exception(op.error)
         else:
             future.set_result(op.result)
+
+
+def wall_clock_ms() -> int:
+    """Now, in epoch milliseconds: the lease clock of the memory and SQLite stores."""
+    return time.time_ns() // 1_000_000
+
+
+def check_ttl(ttl_ms: int) -> None:
+    """A lease lasts a positive number of milliseconds."""
+    if ttl_ms <= 0:
+        raise ValueError(f"a lease's ttl_ms must be positive, not {ttl_ms}")
+
+
+def lease_is_live(owner_node: str | None, expires_at: int | None, now: int) -> bool:
+    """Whether a stored lease keeps other nodes out at ``now`` (the SQL backends say the
+    same in their statements: ``owner_node IS NOT NULL AND lease_expires_at > now``)."""
+    return owner_node is not None and expires_at is not None and expires_at > now
+
+
+class WakeupWatchers:
+    """The callbacks of ``Store.watch_wakeups`` in a store that reports its own commits."""
+
+    __slots__ = ("callbacks",)
+
+    def __init__(self) -> None:
+        self.callbacks: list[WakeupCallback] = []
+
+    def add(self, callback: WakeupCallback) -> Callable[[], None]:
+        """Register ``callback``; the returned function unregisters it (idempotent)."""
+        self.callbacks.append(callback)
+
+        def remove() -> None:
+            if callback in self.callbacks:
+                self.callbacks.remove(callback)
+
+        return remove
+
+    def dispatch(self, wake_at: int) -> None:
+        """Call every callback; one that fails is logged and does not stop the others
+        (nor fail the commit it reports)."""
+        for callback in list(self.callbacks):
+            try:
+                callback(wake_at)
+            except Exception:
+                _log.exception("a wake-up callback failed")

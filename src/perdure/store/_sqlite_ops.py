@@ -19,7 +19,6 @@ from perdure.store.base import ActorCommit, ActorRecord, ScheduleFireRecord, Sch
 
 __all__ = [
     "CallOp",
-    "ClaimOp",
     "CommitOp",
     "CreateOp",
     "DeleteOp",
@@ -100,6 +99,7 @@ class CreateOp(WriteOp):
 _UPDATE_SQL: dict[tuple[tuple[str, ...], bool], str] = {}
 _EXISTS_SQL = "SELECT 1 FROM actors WHERE actor_id = ?"
 _EXISTS_FENCED_SQL = "SELECT 1 FROM actors WHERE actor_id = ? AND generation = ?"
+_OLD_WAKE_SQL = "SELECT wake_at FROM actors WHERE actor_id = ?"
 _QUEUE_PUT_SQL = (
     "INSERT OR REPLACE INTO queue_messages (actor_id, id, name, body, created_at)"
     " VALUES (?, ?, ?, ?, ?)"
@@ -137,10 +137,16 @@ def _update_sql(columns: tuple[str, ...], fenced: bool) -> str:
 
 
 class CommitOp(WriteOp):
-    """Apply one :class:`ActorCommit`; its rows are copied out at submission."""
+    """Apply one :class:`ActorCommit`; its rows are copied out at submission.
+
+    ``watch_wake``: the store has wake-up watchers; if the commit sets an alarm, its
+    old value is read first and ``earlier`` tells whether the new one is earlier (one
+    point read, only for such commits while someone watches).
+    """
 
     __slots__ = (
         "actor_id",
+        "earlier",
         "exists_params",
         "exists_sql",
         "history_delete",
@@ -150,11 +156,16 @@ class CommitOp(WriteOp):
         "schedule_writes",
         "update_params",
         "update_sql",
+        "wake_check",
     )
 
-    def __init__(self, future: asyncio.Future[Any], commit: ActorCommit) -> None:
+    def __init__(
+        self, future: asyncio.Future[Any], commit: ActorCommit, *, watch_wake: bool = False
+    ) -> None:
         super().__init__(future)
         actor_id = self.actor_id = commit.actor_id
+        self.earlier = False
+        self.wake_check = commit.wake_at if watch_wake and commit.set_wake_at else None
         columns, values = _actor_changes(commit)
         fence = commit.fence
         self.update_sql = _update_sql(columns, fence is not None) if columns else None
@@ -173,7 +184,16 @@ class CommitOp(WriteOp):
         self.history_delete = [(actor_id, loc) for loc in gone] if gone else ()
         self.schedule_writes = _schedule_writes(commit)
 
+    def check_wake(self, db: sqlite3.Connection) -> None:
+        """Before the actor row is written: is the alarm this commit sets earlier?"""
+        new = self.wake_check
+        if new is None:
+            return
+        rows = db.execute(_OLD_WAKE_SQL, (self.actor_id,)).fetchall()
+        self.earlier = bool(rows) and (rows[0][0] is None or new < rows[0][0])
+
     def apply(self, db: sqlite3.Connection) -> None:
+        self.check_wake(db)
         # The actor row goes first: if it is missing, nothing of this commit is written.
         if self.update_sql is not None:
             found = db.execute(self.update_sql, self.update_params).rowcount > 0
@@ -247,23 +267,6 @@ def _actor_changes(commit: ActorCommit) -> tuple[tuple[str, ...], list[object]]:
     return tuple(columns), values
 
 
-class ClaimOp(WriteOp):
-    """Add one to an actor's generation; the result is its row after that, or None."""
-
-    __slots__ = ("actor_id", "sql")
-
-    def __init__(self, future: asyncio.Future[Any], actor_id: str, columns: str) -> None:
-        super().__init__(future)
-        self.actor_id = actor_id
-        self.sql = (
-            f"UPDATE actors SET generation = generation + 1 WHERE actor_id = ? RETURNING {columns}"
-        )
-
-    def apply(self, db: sqlite3.Connection) -> None:
-        rows = db.execute(self.sql, (self.actor_id,)).fetchall()
-        self.result = rows[0] if rows else None
-
-
 class DeleteOp(WriteOp):
     """Delete an actor and all its rows; the result says if it existed."""
 
@@ -334,6 +337,7 @@ def _write_segment(db: sqlite3.Connection, segment: list[CommitOp]) -> None:
     updates: dict[str, list[tuple[object, ...]]] = {}
     for op in segment:
         op.result = op.error = None
+        op.check_wake(db)
         if op.update_sql is None:
             if not db.execute(op.exists_sql, op.exists_params).fetchall():
                 raise MissingActor(op.actor_id)

@@ -17,12 +17,38 @@ backend (it fsyncs every group commit); see each backend's docstring.
 
 Ordering: commits for one actor are applied in the order their ``commit`` calls were made.
 Times are integers in milliseconds since the Unix epoch.
+
+Ownership (DESIGN §5, §8 "Waking claims, commits are fenced"). Each actor has one fencing
+counter, ``generation``, and at most one :class:`Lease`: ``(actor_id, node_id,
+generation, expires_at)``, stored on the actor row (``owner_node``,
+``lease_expires_at``). Every way of taking an actor for a new instance counts one more
+generation, and every commit of that instance is fenced with it
+(:attr:`ActorCommit.fence`), so whoever took the actor last is the only one who can
+write to it:
+
+- :meth:`Store.acquire_lease` takes it for a node until ``now + ttl_ms``, and refuses
+  (:class:`~perdure.store.errors.ActorOwnedElsewhere`) while another node's lease is
+  unexpired;
+- :meth:`Store.claim_due_actors` does the same for actors whose alarm is due, handing
+  each one to exactly one of the nodes that ask at the same time;
+- :meth:`Store.claim_actor` is the one-node form (a single server, SQLite): it takes the
+  actor without recording an owner, and refuses as acquiring does while a node's lease
+  is unexpired;
+- :meth:`Store.renew_lease` extends a lease whose generation and owner are unchanged,
+  else raises :class:`~perdure.store.errors.LeaseLost`; :meth:`Store.release_lease`
+  gives it back (clears the owner, keeps the generation).
+
+A lease is live while ``now < expires_at``. ``now`` is the store's clock: PostgreSQL's
+(``clock_timestamp()``, the one clock every node shares), wall-clock milliseconds for
+memory and SQLite (one process owns those). Each lease method takes an explicit ``now``
+for tests. An expired lease still fences: it only stops refusing other nodes.
 """
 
 from __future__ import annotations
 
 import asyncio
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -32,13 +58,16 @@ __all__ = [
     "ActorCommit",
     "ActorRecord",
     "Durability",
+    "Lease",
     "QueueMessageRecord",
     "ScheduleFireRecord",
     "ScheduleRecord",
     "Store",
+    "WakeupCallback",
 ]
 
 Durability = Literal["process", "power"]
+WakeupCallback = Callable[[int], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +84,21 @@ class ActorRecord:
     state: bytes | None = None
     wake_at: int | None = None
     queue_next_id: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """Node ``node_id`` owns actor ``actor_id`` until ``expires_at`` (epoch ms, on the
+    store's clock; see the module docstring), as instance ``generation``.
+
+    The generation is the actor's fencing counter as the lease was acquired: commits
+    fenced with it apply until someone takes the actor again.
+    """
+
+    actor_id: str
+    node_id: str
+    generation: int
+    expires_at: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,6 +265,85 @@ class Store(ABC):
         and in what is loaded after it (queue, history, schedules); a backend that other
         processes write to waits for their transactions on this actor to end. Commits
         fenced with an older generation are refused from then on.
+
+        This is the one-node way to take an actor (one statement, on the wake path): no
+        owner is recorded and any expired lease is cleared, so a node may acquire the
+        actor later. Raises :class:`~perdure.store.errors.ActorOwnedElsewhere` (and
+        changes nothing) while a node holds an unexpired lease on it: a lone server
+        pointed at a cluster's database must not take actors from under their owners.
+        A recorded owner with no expiry is why this is not "acquire for a default
+        node": such a lease would keep every other node out for good.
+        """
+
+    # --- ownership (see the module docstring) -----------------------------------------
+
+    @abstractmethod
+    async def acquire_lease(
+        self, actor_id: str, node_id: str, ttl_ms: int, *, now: int | None = None
+    ) -> tuple[ActorRecord, Lease]:
+        """Take the actor for a new instance on ``node_id`` until ``now + ttl_ms``.
+
+        Adds one to its ``generation`` and records the owner, exactly as
+        :meth:`claim_actor` does for the record (the same guarantee about earlier
+        commits); returns the record as it is then and the lease. The node that already
+        holds the lease may acquire it again (a new instance: a new generation).
+
+        Raises :class:`~perdure.store.errors.ActorOwnedElsewhere` (and changes nothing)
+        while another node's lease is unexpired, ``ActorNotFound`` if there is no such
+        actor, ``ValueError`` unless ``ttl_ms > 0``.
+        """
+
+    @abstractmethod
+    async def renew_lease(self, lease: Lease, ttl_ms: int, *, now: int | None = None) -> Lease:
+        """Extend ``lease`` to ``now + ttl_ms``; return the renewed lease.
+
+        Succeeds while the actor's generation and owner are still the lease's, even if
+        it expired meanwhile (nobody took the actor, so ownership never changed hands).
+        Raises :class:`~perdure.store.errors.LeaseLost` otherwise (taken by another node
+        or instance, released, or the actor deleted).
+        """
+
+    @abstractmethod
+    async def release_lease(self, lease: Lease) -> None:
+        """Give the actor back: clear its owner if the lease is still the current one.
+
+        The generation is kept (commits fenced with it still apply, so an instance may
+        release first and write its last commit after). A lease that is no longer the
+        current one is not an error: there is nothing to give back. Applied after every
+        commit submitted before it.
+        """
+
+    @abstractmethod
+    async def get_lease(self, actor_id: str) -> Lease | None:
+        """The lease recorded on the actor, or ``None`` (no owner, or no actor).
+
+        An expired lease is returned as it is stored: whether it still keeps other
+        nodes out is for :meth:`acquire_lease` to decide, on the store's clock.
+        """
+
+    @abstractmethod
+    async def claim_due_actors(
+        self, node_id: str, until: int, limit: int, ttl_ms: int, *, now: int | None = None
+    ) -> list[tuple[ActorRecord, Lease]]:
+        """Acquire up to ``limit`` actors whose ``wake_at <= until`` for ``node_id``.
+
+        Only actors without an unexpired lease are taken (this node's own live leases
+        are skipped too, so that actors it already holds cannot fill every batch); each
+        is acquired as by :meth:`acquire_lease`. Two nodes (or stores) calling at once
+        never receive the same actor, and neither waits for the other. Earliest
+        ``wake_at`` first, ties by id; ``[]`` when ``limit <= 0``.
+        """
+
+    @abstractmethod
+    async def watch_wakeups(self, callback: WakeupCallback) -> Callable[[], None]:
+        """Call ``callback(wake_at)`` after each committed write that sets an actor's
+        alarm earlier than it was (or sets one where there was none, creates included).
+
+        ``callback`` runs on the event loop and must not block. Returns a function that
+        stops the callback. Delivery is a hint, not a log: a watcher must poll as well
+        (PostgreSQL loses notifications while its listening connection reconnects).
+        PostgreSQL reports the commits of every node on the same schema; memory and
+        SQLite report this store's own commits (one process owns a SQLite database).
         """
 
     @abstractmethod

@@ -9,18 +9,31 @@ so a caller cannot change stored data by mutating what it passed in or got back.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
-from perdure.errors import ActorAlreadyExists
+from perdure.errors import ActorAlreadyExists, ActorNotFound
 from perdure.keys import Key
-from perdure.store._shared import StoreClosed, actor_id_taken, actor_missing, normalize_record
+from perdure.store._shared import (
+    StoreClosed,
+    WakeupWatchers,
+    actor_id_taken,
+    actor_missing,
+    check_ttl,
+    lease_is_live,
+    normalize_record,
+    wall_clock_ms,
+)
 from perdure.store.base import (
     ActorCommit,
     ActorRecord,
+    Lease,
     QueueMessageRecord,
     ScheduleFireRecord,
     ScheduleRecord,
     Store,
+    WakeupCallback,
 )
+from perdure.store.errors import ActorOwnedElsewhere, LeaseLost
 
 __all__ = ["MemoryStore"]
 
@@ -29,7 +42,9 @@ class MemoryStore(Store):
     """A :class:`~perdure.store.base.Store` that lives in this process's memory.
 
     Data outlives ``close()`` (a closed store can be opened again and finds it), but not
-    the object. Writes are applied synchronously, so per-actor order is call order.
+    the object. Writes are applied synchronously, so per-actor order is call order, and
+    two claims can never interleave. Leases use the wall clock; wake-up watchers hear
+    this store's own commits, called before the commit returns.
     """
 
     def __init__(self) -> None:
@@ -41,6 +56,9 @@ class MemoryStore(Store):
         self._schedules: dict[str, dict[str, ScheduleRecord]] = {}
         # actor id -> job name -> seq -> fire
         self._fires: dict[str, dict[str, dict[int, ScheduleFireRecord]]] = {}
+        # actor id -> (owner node, expires_at): the actor row's lease columns
+        self._leases: dict[str, tuple[str, int]] = {}
+        self._watchers = WakeupWatchers()
 
     async def open(self) -> None:
         """Mark the store usable. Idempotent."""
@@ -64,6 +82,8 @@ class MemoryStore(Store):
             raise actor_id_taken(record.actor_id)
         self._actors[record.actor_id] = record
         self._by_key[(record.name, record.key)] = record.actor_id
+        if record.wake_at is not None:
+            self._watchers.dispatch(record.wake_at)
 
     async def get_actor(self, actor_id: str) -> ActorRecord | None:
         """The actor with this id, or ``None``."""
@@ -71,15 +91,113 @@ class MemoryStore(Store):
         return self._actors.get(actor_id)
 
     async def claim_actor(self, actor_id: str) -> ActorRecord | None:
-        """Add one to the actor's generation; its record, or ``None``."""
+        """Add one to the actor's generation and clear its lease; its record, or ``None``.
+
+        Refused while a node holds an unexpired lease (see :meth:`Store.claim_actor`)."""
         self._check_open()
         record = self._actors.get(actor_id)
         if record is None:
             return None
-        claimed = self._actors[actor_id] = dataclasses.replace(
-            record, generation=record.generation + 1
-        )
+        self._refuse_if_owned(actor_id, None, wall_clock_ms())
+        self._leases.pop(actor_id, None)
+        return self._next_generation(record)
+
+    # --- ownership -------------------------------------------------------------------
+
+    def _refuse_if_owned(self, actor_id: str, node_id: str | None, now: int) -> None:
+        lease = self._leases.get(actor_id)
+        if lease is not None and lease[0] != node_id and lease_is_live(*lease, now):
+            raise ActorOwnedElsewhere(actor_id, *lease)
+
+    def _is_leased(self, actor_id: str, now: int) -> bool:
+        lease = self._leases.get(actor_id)
+        return lease is not None and lease_is_live(*lease, now)
+
+    def _next_generation(self, record: ActorRecord) -> ActorRecord:
+        claimed = dataclasses.replace(record, generation=record.generation + 1)
+        self._actors[record.actor_id] = claimed
         return claimed
+
+    def _take(
+        self, record: ActorRecord, node_id: str, expires_at: int
+    ) -> tuple[ActorRecord, Lease]:
+        claimed = self._next_generation(record)
+        self._leases[record.actor_id] = (node_id, expires_at)
+        return claimed, Lease(record.actor_id, node_id, claimed.generation, expires_at)
+
+    async def acquire_lease(
+        self, actor_id: str, node_id: str, ttl_ms: int, *, now: int | None = None
+    ) -> tuple[ActorRecord, Lease]:
+        """Take the actor for ``node_id`` (see :meth:`Store.acquire_lease`)."""
+        self._check_open()
+        check_ttl(ttl_ms)
+        now = wall_clock_ms() if now is None else now
+        record = self._actors.get(actor_id)
+        if record is None:
+            raise ActorNotFound(f"Actor `{actor_id}` does not exist or was destroyed.")
+        self._refuse_if_owned(actor_id, node_id, now)
+        return self._take(record, node_id, now + ttl_ms)
+
+    def _is_current(self, lease: Lease) -> bool:
+        record = self._actors.get(lease.actor_id)
+        stored = self._leases.get(lease.actor_id)
+        return (
+            record is not None
+            and record.generation == lease.generation
+            and stored is not None
+            and stored[0] == lease.node_id
+        )
+
+    async def renew_lease(self, lease: Lease, ttl_ms: int, *, now: int | None = None) -> Lease:
+        """Extend ``lease`` if it is still the current one, else ``LeaseLost``."""
+        self._check_open()
+        check_ttl(ttl_ms)
+        now = wall_clock_ms() if now is None else now
+        if not self._is_current(lease):
+            raise LeaseLost(lease.actor_id, lease.node_id, lease.generation)
+        self._leases[lease.actor_id] = (lease.node_id, now + ttl_ms)
+        return dataclasses.replace(lease, expires_at=now + ttl_ms)
+
+    async def release_lease(self, lease: Lease) -> None:
+        """Clear the owner if ``lease`` is still the current one."""
+        self._check_open()
+        if self._is_current(lease):
+            del self._leases[lease.actor_id]
+
+    async def get_lease(self, actor_id: str) -> Lease | None:
+        """The lease recorded on the actor, or ``None``."""
+        self._check_open()
+        stored = self._leases.get(actor_id)
+        record = self._actors.get(actor_id)
+        if stored is None or record is None:
+            return None
+        return Lease(actor_id, stored[0], record.generation, stored[1])
+
+    async def claim_due_actors(
+        self, node_id: str, until: int, limit: int, ttl_ms: int, *, now: int | None = None
+    ) -> list[tuple[ActorRecord, Lease]]:
+        """Acquire due actors with no live lease for ``node_id``, earliest first."""
+        self._check_open()
+        check_ttl(ttl_ms)
+        if limit <= 0:
+            return []
+        now = wall_clock_ms() if now is None else now
+        due = sorted(
+            (record.wake_at, actor_id)
+            for actor_id, record in self._actors.items()
+            if record.wake_at is not None
+            and record.wake_at <= until
+            and not self._is_leased(actor_id, now)
+        )
+        return [
+            self._take(self._actors[actor_id], node_id, now + ttl_ms) for _, actor_id in due[:limit]
+        ]
+
+    async def watch_wakeups(self, callback: WakeupCallback) -> Callable[[], None]:
+        """Call ``callback(wake_at)`` after each of this store's commits (and creates)
+        that sets an alarm earlier than the actor had."""
+        self._check_open()
+        return self._watchers.add(callback)
 
     async def find_actor(self, name: str, key: Key) -> ActorRecord | None:
         """The actor with this name and key, or ``None``."""
@@ -114,6 +232,13 @@ class MemoryStore(Store):
                 schedules[schedule_id] = dataclasses.replace(schedule, args=bytes(schedule.args))
         if commit.fire_put or commit.fire_prune:
             self._apply_fires(commit)
+        wake_at = commit.wake_at
+        if (
+            commit.set_wake_at
+            and wake_at is not None
+            and (record.wake_at is None or wake_at < record.wake_at)
+        ):
+            self._watchers.dispatch(wake_at)
 
     def _apply_fires(self, commit: ActorCommit) -> None:
         jobs = self._fires.setdefault(commit.actor_id, {})
@@ -138,6 +263,7 @@ class MemoryStore(Store):
         self._history.pop(actor_id, None)
         self._schedules.pop(actor_id, None)
         self._fires.pop(actor_id, None)
+        self._leases.pop(actor_id, None)
         return True
 
     async def list_actors(

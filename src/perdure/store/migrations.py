@@ -216,9 +216,18 @@ CREATE TABLE schedule_fires (
 );
 """
 
+# Design notes for migration 3 (one fencing counter):
+# - An actor has one fencing counter, `generation`: acquiring a lease counts one more, as
+#   waking a stored actor always has (DESIGN §8), so `lease_generation`, a second counter
+#   that nothing ever checked, goes. The lease is `owner_node` and `lease_expires_at`.
+# - SQLite has DROP COLUMN since 3.35 (2021); it rewrites the table once.
+_V3_SQLITE = "ALTER TABLE actors DROP COLUMN lease_generation;"
+_V3_POSTGRES = "ALTER TABLE actors DROP COLUMN lease_generation;"
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "actors_queue_history", sqlite=_V1_SQLITE, postgres=_V1_POSTGRES),
     Migration(2, "schedules", sqlite=_V2_SQLITE, postgres=_V2_POSTGRES),
+    Migration(3, "one_fencing_counter", sqlite=_V3_SQLITE, postgres=_V3_POSTGRES),
 )
 
 

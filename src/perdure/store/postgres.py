@@ -6,10 +6,12 @@ round trip (see :mod:`perdure.store._postgres_writer`). Reads take a connection 
 ``psycopg_pool.AsyncConnectionPool``. A write is visible to every read made after its
 ``await`` returns, because the writer commits before it settles the future.
 
-For several nodes on one database (DESIGN §5) the ``actors`` table carries an ownership
-lease (``owner_node``, ``lease_generation``, ``lease_expires_at``); :meth:`claim_due_actors`
-hands due actors to one node with ``FOR UPDATE SKIP LOCKED``, and :meth:`watch_wakeups`
-reports alarms set by any node through ``LISTEN/NOTIFY``.
+For several nodes on one database (DESIGN §5) each actor row carries an ownership lease
+(``owner_node``, ``lease_expires_at``) fenced by its ``generation`` (see
+:mod:`perdure.store.base` and :mod:`perdure.store._postgres_lease`), on the database's
+clock; :meth:`claim_due_actors` hands due actors to one node with ``FOR UPDATE SKIP
+LOCKED``, and :meth:`watch_wakeups` reports alarms set by any node through
+``LISTEN/NOTIFY``.
 """
 
 from __future__ import annotations
@@ -22,8 +24,17 @@ import psycopg
 from psycopg_pool import AsyncConnectionPool
 
 from perdure.keys import Key, serialize_key
-from perdure.store._postgres_listen import WakeupCallback, WakeupListener
-from perdure.store._postgres_ops import ClaimOp, CommitOp, CreateOp, DeleteOp, WriteOp
+from perdure.store._postgres_lease import (
+    CLAIM_DUE,
+    GET_LEASE,
+    AcquireOp,
+    ClaimOp,
+    ReleaseOp,
+    RenewOp,
+    lease_from_row,
+)
+from perdure.store._postgres_listen import WakeupListener
+from perdure.store._postgres_ops import CommitOp, CreateOp, DeleteOp, WriteOp
 from perdure.store._postgres_schema import (
     apply_postgres_migrations,
     configure_connection,
@@ -33,7 +44,6 @@ from perdure.store._postgres_schema import (
 )
 from perdure.store._postgres_sql import (
     ACTOR_COLUMNS,
-    CLAIM_DUE,
     DUE_ACTORS,
     FIND_ACTOR,
     GET_ACTOR,
@@ -45,15 +55,17 @@ from perdure.store._postgres_sql import (
     record_from_row,
 )
 from perdure.store._postgres_writer import PostgresWriter
-from perdure.store._shared import StoreClosed
+from perdure.store._shared import StoreClosed, check_ttl
 from perdure.store.base import (
     ActorCommit,
     ActorRecord,
     Durability,
+    Lease,
     QueueMessageRecord,
     ScheduleFireRecord,
     ScheduleRecord,
     Store,
+    WakeupCallback,
 )
 
 __all__ = ["PostgresStore"]
@@ -329,40 +341,62 @@ class PostgresStore(Store):
 
     # --- several nodes: leases and wake-ups ---------------------------------------------
 
-    async def claim_due_actors(
-        self,
-        node_id: str,
-        until: int,
-        limit: int,
-        lease_ms: int,
-        *,
-        now: int | None = None,
-    ) -> list[tuple[str, int]]:
-        """Claim up to ``limit`` due actors for ``node_id``; return ``(actor_id, wake_at)``.
+    async def acquire_lease(
+        self, actor_id: str, node_id: str, ttl_ms: int, *, now: int | None = None
+    ) -> tuple[ActorRecord, Lease]:
+        """Take the actor for ``node_id`` (see :meth:`Store.acquire_lease`); waits for
+        other sessions' transactions on the row, as :meth:`claim_actor` does."""
+        check_ttl(ttl_ms)
+        op = AcquireOp(self._new_future(), actor_id, node_id, ttl_ms, now)
+        taken: tuple[ActorRecord, Lease] = await self._submit(op)
+        return taken
 
-        An actor is claimable when its ``wake_at <= until`` and its lease is free or
-        expired; a live lease, this node's included, is skipped, so that actors a node
-        already holds cannot fill every batch and starve the others. Claiming sets the
-        lease to ``node_id`` until ``now + lease_ms`` and bumps ``lease_generation`` (a
-        fencing token) when the owner changes. Two nodes claiming at once never receive
-        the same actor (``FOR UPDATE SKIP LOCKED``). ``now`` defaults to the database's
-        clock, which every node shares. Earliest first, ties by id.
+    async def renew_lease(self, lease: Lease, ttl_ms: int, *, now: int | None = None) -> Lease:
+        """Extend ``lease`` if it is still the current one, else ``LeaseLost``."""
+        check_ttl(ttl_ms)
+        renewed: Lease = await self._submit(RenewOp(self._new_future(), lease, ttl_ms, now))
+        return renewed
+
+    async def release_lease(self, lease: Lease) -> None:
+        """Clear the owner if ``lease`` is still the current one."""
+        await self._submit(ReleaseOp(self._new_future(), lease))
+
+    async def get_lease(self, actor_id: str) -> Lease | None:
+        """The lease recorded on the actor, or ``None``."""
+        rows = await self._rows(GET_LEASE, (actor_id,))
+        if not rows:
+            return None
+        generation, owner, expires_at = rows[0]
+        return Lease(actor_id, owner, generation, expires_at)
+
+    async def claim_due_actors(
+        self, node_id: str, until: int, limit: int, ttl_ms: int, *, now: int | None = None
+    ) -> list[tuple[ActorRecord, Lease]]:
+        """Acquire up to ``limit`` due actors for ``node_id`` (see the contract).
+
+        On a pooled connection, with ``FOR UPDATE SKIP LOCKED``: two nodes claiming at
+        once never receive the same actor, and neither waits for the other (a row
+        whose owner is still committing is left for the next call). Not retried on a
+        broken connection, unlike reads: the first attempt may have taken actors.
         """
+        check_ttl(ttl_ms)
+        pool = self._pool
+        if pool is None:
+            raise StoreClosed("PostgreSQL")
         if limit <= 0:
-            self._check_open()
             return []
-        params = {
-            "node": node_id,
-            "until": until,
-            "limit": limit,
-            "lease_ms": lease_ms,
-            "now": now,
-        }
-        rows = await self._rows(CLAIM_DUE, params)
-        return sorted(((row[0], row[1]) for row in rows), key=lambda due: (due[1], due[0]))
+        params = {"node": node_id, "until": until, "limit": limit, "ttl": ttl_ms, "now": now}
+        async with pooled(pool) as conn:
+            cursor = conn.cursor(binary=True)
+            await cursor.execute(CLAIM_DUE, params)
+            rows = await cursor.fetchall()
+        taken = [lease_from_row(row, node_id) for row in rows]
+        # Every row taken is due: wake_at is set.
+        taken.sort(key=lambda item: (item[0].wake_at or 0, item[0].actor_id))
+        return taken
 
     async def watch_wakeups(self, callback: WakeupCallback) -> Callable[[], None]:
-        """Call ``callback(wake_at)`` whenever any node commits an earlier alarm.
+        """Call ``callback(wake_at)`` whenever any node commits an earlier alarm (LISTEN).
 
         Sent when a commit (or a create) sets an actor's ``wake_at`` earlier than it was
         (or sets one where there was none); delivered after that commit, to every store

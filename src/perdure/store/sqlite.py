@@ -8,6 +8,10 @@ through a separate read-only connection: in WAL mode readers never wait for the 
 and a point lookup costs a few microseconds, far less than a hop to another thread.
 A write is visible to every read made after its ``await`` returns, because the writer
 commits before it settles the future.
+
+One process serves a database: opening the store takes an advisory lock on
+``<database>.lock`` until it closes, and a second process is refused with
+:class:`~perdure.store.errors.StoreLocked` (see :mod:`perdure.store._sqlite_lock`).
 """
 
 from __future__ import annotations
@@ -15,21 +19,26 @@ from __future__ import annotations
 import asyncio
 import os
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from perdure.keys import Key, deserialize_key, serialize_key
-from perdure.store._shared import StoreClosed
-from perdure.store._sqlite_ops import CallOp, ClaimOp, CommitOp, CreateOp, DeleteOp, WriteOp
+from perdure.store._shared import StoreClosed, WakeupWatchers, check_ttl, wall_clock_ms
+from perdure.store._sqlite_lease import AcquireOp, ClaimDueOp, ClaimOp, ReleaseOp, RenewOp
+from perdure.store._sqlite_lock import DataLock, acquire_data_lock, lock_file_for
+from perdure.store._sqlite_ops import CallOp, CommitOp, CreateOp, DeleteOp, WriteOp
 from perdure.store._sqlite_writer import GroupCommitWriter, connect
 from perdure.store.base import (
     ActorCommit,
     ActorRecord,
     Durability,
+    Lease,
     QueueMessageRecord,
     ScheduleFireRecord,
     ScheduleRecord,
     Store,
+    WakeupCallback,
 )
 
 __all__ = ["SQLiteStore"]
@@ -58,6 +67,10 @@ _DUE_ACTORS = (
     " ORDER BY wake_at, actor_id LIMIT ?"
 )
 _NEXT_WAKE_AT = "SELECT MIN(wake_at) FROM actors WHERE wake_at IS NOT NULL"
+_GET_LEASE = (
+    "SELECT generation, owner_node, lease_expires_at FROM actors"
+    " WHERE actor_id = ? AND owner_node IS NOT NULL"
+)
 
 
 class SQLiteStore(Store):
@@ -71,45 +84,86 @@ class SQLiteStore(Store):
 
     Reads must be made on the thread of the event loop that opened the store. A write
     whose caller is cancelled while awaiting it is still applied.
+
+    ``exclusive=True`` (default): the store holds the database's lock while it is open
+    (:meth:`lock`), so ``open()`` raises :class:`~perdure.store.errors.StoreLocked` if
+    another process has it. Stores of one process share the lock. ``exclusive=False``
+    takes none: for tools that only read beside a running server (``perdure actors``).
+
+    Leases use the wall clock (one process serves the file). Wake-up watchers hear this
+    store's own commits and creates.
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, durability: Durability = "process"):
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        durability: Durability = "process",
+        exclusive: bool = True,
+    ):
         if durability not in _SYNCHRONOUS:
             raise ValueError(f"durability must be 'process' or 'power', not {durability!r}")
         self.path = Path(path)
         self.durability = durability
+        self.exclusive = exclusive
         self._writer: GroupCommitWriter | None = None
         self._reader: sqlite3.Connection | None = None
+        self._lock: DataLock | None = None
+        self._watchers = WakeupWatchers()
         self._lifecycle = asyncio.Lock()
 
+    @property
+    def lock_file(self) -> Path:
+        """The file whose advisory lock says which process serves the database."""
+        return lock_file_for(self.path.resolve())
+
+    def lock(self) -> DataLock:
+        """Take (or share, within this process) the database's lock now; release the
+        returned handle when done. Raises ``StoreLocked`` at once if another process
+        holds it. ``perdure serve`` calls it before starting, to fail fast."""
+        return acquire_data_lock(self.path.resolve())
+
     async def open(self) -> None:
-        """Create the file (and its directory), migrate it, start the writer. Idempotent."""
+        """Take the lock, create the file (and its directory), migrate it, start the
+        writer. Idempotent."""
         async with self._lifecycle:
             if self._writer is not None:
                 return
             file = self.path.resolve()
-            file.parent.mkdir(parents=True, exist_ok=True)
-            writer = GroupCommitWriter(file, synchronous=_SYNCHRONOUS[self.durability])
-            await writer.start()
+            # Before anything touches the file: a refused process must not migrate it.
+            lock = self.lock() if self.exclusive else None
             try:
-                # A URI (percent-encoded by as_uri) so that mode=ro can be asked for.
-                reader = connect(file.as_uri() + "?mode=ro", uri=True)
+                writer = GroupCommitWriter(file, synchronous=_SYNCHRONOUS[self.durability])
+                await writer.start()
+                try:
+                    # A URI (percent-encoded by as_uri) so that mode=ro can be asked for.
+                    reader = connect(file.as_uri() + "?mode=ro", uri=True)
+                except BaseException:
+                    await writer.stop()
+                    raise
             except BaseException:
-                await writer.stop()
+                if lock is not None:
+                    lock.release()
                 raise
-            self._writer, self._reader = writer, reader
+            self._writer, self._reader, self._lock = writer, reader, lock
 
     async def close(self) -> None:
-        """Write every accepted write, stop the writer, close both connections. Idempotent."""
+        """Write every accepted write, stop the writer, close both connections, release
+        the lock. Idempotent."""
         async with self._lifecycle:
-            writer, reader = self._writer, self._reader
-            self._writer = self._reader = None
-            # The reader goes first so that the writer's connection is the file's last:
-            # closing it checkpoints the WAL and removes the -wal and -shm files.
-            if reader is not None:
-                reader.close()
-            if writer is not None:
-                await writer.stop()
+            writer, reader, lock = self._writer, self._reader, self._lock
+            self._writer = self._reader = self._lock = None
+            try:
+                # The reader goes first so that the writer's connection is the file's
+                # last: closing it checkpoints the WAL and removes the -wal and -shm files.
+                if reader is not None:
+                    reader.close()
+                if writer is not None:
+                    await writer.stop()
+            finally:
+                # Last: until the file is closed, another process must not start on it.
+                if lock is not None:
+                    lock.release()
 
     # --- writes: through the group-commit writer ----------------------------------------
 
@@ -127,6 +181,8 @@ class SQLiteStore(Store):
     async def create_actor(self, record: ActorRecord) -> None:
         """Insert a new actor (see :meth:`Store.create_actor`)."""
         await self._submit(CreateOp(self._new_future(), record))
+        if record.wake_at is not None:
+            self._watchers.dispatch(record.wake_at)
 
     async def commit(self, commit: ActorCommit) -> None:
         """Apply ``commit`` atomically; its contents are copied before this returns control."""
@@ -137,9 +193,17 @@ class SQLiteStore(Store):
         when it is durable."""
         if self._writer is None:
             raise StoreClosed("SQLite")
-        op = CommitOp(self._new_future(), commit)
+        op = CommitOp(self._new_future(), commit, watch_wake=bool(self._watchers.callbacks))
         self._writer.submit_commit(op)
+        if op.wake_check is not None:
+            op.future.add_done_callback(lambda future: self._report_wake(op, future))
         return op.future
+
+    def _report_wake(self, op: CommitOp, future: asyncio.Future[None]) -> None:
+        wake_at = op.wake_check
+        failed = future.cancelled() or future.exception() is not None
+        if op.earlier and wake_at is not None and not failed:
+            self._watchers.dispatch(wake_at)
 
     async def delete_actor(self, actor_id: str) -> bool:
         """Delete the actor with all its data; ``False`` if it did not exist."""
@@ -179,8 +243,69 @@ class SQLiteStore(Store):
         """Add one to the actor's generation and return its record (see the contract).
 
         Through the writer, so that it comes after every commit accepted before it."""
-        row = await self._submit(ClaimOp(self._new_future(), actor_id, _ACTOR_COLUMNS))
+        op = ClaimOp(self._new_future(), actor_id, _ACTOR_COLUMNS, wall_clock_ms())
+        row = await self._submit(op)
         return None if row is None else _record(row)
+
+    # --- ownership: through the writer, after every write submitted before ------------
+
+    async def acquire_lease(
+        self, actor_id: str, node_id: str, ttl_ms: int, *, now: int | None = None
+    ) -> tuple[ActorRecord, Lease]:
+        """Take the actor for ``node_id`` (see :meth:`Store.acquire_lease`)."""
+        check_ttl(ttl_ms)
+        now = wall_clock_ms() if now is None else now
+        op = AcquireOp(self._new_future(), actor_id, node_id, now + ttl_ms, now, _ACTOR_COLUMNS)
+        row, expires_at = await self._submit(op)
+        record = _record(row)
+        return record, Lease(actor_id, node_id, record.generation, expires_at)
+
+    async def renew_lease(self, lease: Lease, ttl_ms: int, *, now: int | None = None) -> Lease:
+        """Extend ``lease`` if it is still the current one, else ``LeaseLost``."""
+        check_ttl(ttl_ms)
+        now = wall_clock_ms() if now is None else now
+        expires_at: int = await self._submit(RenewOp(self._new_future(), lease, now + ttl_ms))
+        return Lease(lease.actor_id, lease.node_id, lease.generation, expires_at)
+
+    async def release_lease(self, lease: Lease) -> None:
+        """Clear the owner if ``lease`` is still the current one."""
+        await self._submit(ReleaseOp(self._new_future(), lease))
+
+    async def get_lease(self, actor_id: str) -> Lease | None:
+        """The lease recorded on the actor, or ``None``."""
+        rows = self._rows(_GET_LEASE, (actor_id,))
+        if not rows:
+            return None
+        generation, owner, expires_at = rows[0]
+        return Lease(actor_id, owner, generation, expires_at)
+
+    async def claim_due_actors(
+        self, node_id: str, until: int, limit: int, ttl_ms: int, *, now: int | None = None
+    ) -> list[tuple[ActorRecord, Lease]]:
+        """Acquire due actors with no live lease for ``node_id``, earliest first."""
+        check_ttl(ttl_ms)
+        if limit <= 0:
+            if self._writer is None:
+                raise StoreClosed("SQLite")
+            return []
+        now = wall_clock_ms() if now is None else now
+        expires_at = now + ttl_ms
+        op = ClaimDueOp(self._new_future(), node_id, until, limit, expires_at, now, _ACTOR_COLUMNS)
+        records = sorted(
+            (_record(row) for row in await self._submit(op)),
+            key=lambda record: (record.wake_at or 0, record.actor_id),  # all are due
+        )
+        return [
+            (record, Lease(record.actor_id, node_id, record.generation, expires_at))
+            for record in records
+        ]
+
+    async def watch_wakeups(self, callback: WakeupCallback) -> Callable[[], None]:
+        """Call ``callback(wake_at)`` after each of this store's commits (and creates)
+        that sets an alarm earlier than the actor had."""
+        if self._writer is None:
+            raise StoreClosed("SQLite")
+        return self._watchers.add(callback)
 
     async def find_actor(self, name: str, key: Key) -> ActorRecord | None:
         """The actor with this name and key, or ``None``."""

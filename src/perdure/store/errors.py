@@ -1,0 +1,92 @@
+"""The errors of the store contract that are about ownership: leases and the data lock.
+
+They extend :mod:`perdure.errors` (each has a ``group.code``)::
+
+    PerdureError
+    ├── ActorOwnedElsewhere   actor.owned_elsewhere (503)  another node holds a live lease
+    ├── LeaseLost             actor.lease_lost (409)       the lease was taken or released
+    └── StoreLocked           store.locked (500)           another process has the database
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from perdure.errors import PerdureError
+
+__all__ = ["ActorOwnedElsewhere", "LeaseLost", "StoreLocked"]
+
+
+class ActorOwnedElsewhere(PerdureError):
+    """Another node holds an unexpired lease on the actor.
+
+    ``metadata`` is ``{"actor_id", "owner_node", "expires_at"}``: where to forward the
+    request, and from when (epoch ms, on the store's clock) the actor can be taken over
+    if that node does not renew its lease.
+    """
+
+    default_code = "owned_elsewhere"
+    status = 503
+
+    def __init__(self, actor_id: str, owner_node: str, expires_at: int) -> None:
+        super().__init__(
+            f"Actor `{actor_id}` is owned by node `{owner_node}` (its lease runs until "
+            f"{expires_at} ms since the epoch).",
+            metadata={"actor_id": actor_id, "owner_node": owner_node, "expires_at": expires_at},
+        )
+        self.actor_id = actor_id
+        self.owner_node = owner_node
+        self.expires_at = expires_at
+
+
+class LeaseLost(PerdureError):
+    """A lease can no longer be renewed: the actor's generation or owner has changed
+    (another node or a new instance took it, or it was released), or it was deleted."""
+
+    default_code = "lease_lost"
+    status = 409
+
+    def __init__(self, actor_id: str, node_id: str, generation: int) -> None:
+        super().__init__(
+            f"Node `{node_id}` lost its lease on actor `{actor_id}` (generation {generation}): "
+            "the actor was taken over, released or deleted.",
+            metadata={"actor_id": actor_id, "node_id": node_id, "generation": generation},
+        )
+        self.actor_id = actor_id
+        self.node_id = node_id
+        self.generation = generation
+
+
+class StoreLocked(PerdureError):
+    """Another process has this SQLite database (its data directory) open.
+
+    ``holder`` is what that process wrote in the lock file (``pid``, ``host``,
+    ``command``, ``since``), or ``{}`` if it could not be read.
+    """
+
+    group = "store"
+    default_code = "locked"
+    status = 500
+    public = False  # names paths and processes of the host
+
+    def __init__(self, database: Path, lock_file: Path, holder: dict[str, object]) -> None:
+        pid = holder.get("pid")
+        who = f"process {pid}" if pid is not None else "another process (pid unknown)"
+        host = holder.get("host")
+        if host:
+            who += f" on {host}"
+        command = holder.get("command")
+        if command:
+            who += f" ({command})"
+        since = holder.get("since")
+        if since:
+            who += f", since {since}"
+        super().__init__(
+            f"The data directory {database.parent} is in use: its database {database.name} "
+            f"is held by {who}. Only one perdure server may use a data directory; stop that "
+            f"process or give this one another directory. (Lock file: {lock_file}.)",
+            metadata={"database": str(database), "lock_file": str(lock_file), **holder},
+        )
+        self.database = database
+        self.lock_file = lock_file
+        self.holder = holder
