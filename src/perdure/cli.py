@@ -6,8 +6,12 @@ data in ``./.perdure/perdure.db`` (SQLite) unless ``--data`` or ``--store`` says
 otherwise, and shuts down gracefully on SIGTERM or SIGINT: every live actor goes to sleep
 (``on_sleep`` runs, state is flushed) before the process exits.
 
+One server per SQLite data directory: a second ``perdure serve`` on a directory in use
+exits at once (status 1) with a message naming the directory and the process holding it
+(see :mod:`perdure.store._sqlite_lock`); a killed holder's lock goes with it.
+
 ``perdure actors`` lists the actors in a store, with their decoded state, without a
-server (SQLite readers do not block a running server).
+server (SQLite readers do not block a running server, and take no lock).
 
 The registry is named ``package.module:attribute`` or ``path/to/file.py:attribute``.
 """
@@ -34,7 +38,7 @@ from urllib.parse import urlsplit
 from perdure import __version__
 from perdure.keys import serialize_key
 from perdure.registry import Registry
-from perdure.store import open_store
+from perdure.store import SQLiteStore, StoreLocked, open_store
 from perdure.store.base import ActorRecord, Store
 from perdure.store.codec import decode_value
 from perdure.tuning import tune_garbage_collector
@@ -183,6 +187,13 @@ def _serve(args: argparse.Namespace) -> int:
     registry = load_registry(args.registry)
     url = _store_url(args, create=True)
     store = _open(url)
+    try:
+        # Before the server starts, so that a second server on the same data directory
+        # exits at once with the reason; the store shares this lock when it opens.
+        data_lock = store.lock() if isinstance(store, SQLiteStore) else None
+    except StoreLocked as exc:
+        print(f"perdure: error: {exc}", file=sys.stderr)
+        return 1
     _log.info("store: %s", _describe_store(url))
     options = registry.options
     config = uvicorn.Config(
@@ -219,6 +230,8 @@ def _serve(args: argparse.Namespace) -> int:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+        if data_lock is not None:
+            data_lock.release()
     _log.info("perdure stopped")
     return 0
 
@@ -257,9 +270,9 @@ _CONNECTION_LINES = frozenset({"connection open", "connection closed"})
 _HANDSHAKE_LINE = '%s - "WebSocket %s"'
 
 
-def _open(url: str) -> Store:
+def _open(url: str, *, exclusive: bool = True) -> Store:
     try:
-        return open_store(url)
+        return open_store(url, exclusive=exclusive)
     except ValueError as exc:
         raise CliError(str(exc)) from exc
 
@@ -278,7 +291,8 @@ def _describe_store(url: str) -> str:
 
 
 async def _actors(args: argparse.Namespace) -> int:
-    store = _open(_store_url(args, create=False))
+    # Not exclusive: listing reads beside a running server, which holds the lock.
+    store = _open(_store_url(args, create=False), exclusive=False)
     await store.open()
     try:
         after: str | None = None
