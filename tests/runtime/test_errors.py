@@ -201,7 +201,7 @@ async def test_a_state_that_cannot_be_stored_restarts_the_actor_from_its_stored_
     handle = runtime.client().account.get_or_create("a")
     actor_id = await handle.resolve()
     instance = await runtime.instance(actor_id)
-    instance.pending_commit().history_put["probe"] = b"entry"
+    instance.commits.write_history({"probe": b"entry"}, ())
     with pytest.raises(StateNotSerializable):
         await handle.store_object()
     assert await runtime.store.load_history(actor_id) == {}

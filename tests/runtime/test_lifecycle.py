@@ -151,7 +151,7 @@ async def test_rejecting_in_on_before_connect_refuses_the_connection(
     assert recorder.calls == ["on_before_connect mallory"]
     instance = await runtime.instance(actor_id)
     assert instance.conns == {}
-    assert instance.is_idle()
+    assert instance.activity.is_idle()
 
 
 async def test_failing_on_connect_removes_the_connection(make_runtime: RuntimeFactory) -> None:

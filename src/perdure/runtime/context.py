@@ -143,11 +143,11 @@ class ActorContext:
 
     def keep_awake(self, awaitable: Awaitable[T]) -> asyncio.Future[T]:
         """Run ``awaitable`` and keep the actor awake (no idle sleep) until it finishes."""
-        return self._instance.keep_awake(awaitable)
+        return self._instance.activity.keep_awake(awaitable)
 
     def wait_until(self, awaitable: Awaitable[T]) -> asyncio.Future[T]:
         """Run ``awaitable``; a shutdown waits for it (within the grace period)."""
-        return self._instance.wait_until(awaitable)
+        return self._instance.activity.wait_until(awaitable)
 
     def sleep(self) -> None:
         """Ask the actor to go to sleep now (takes effect after this call returns)."""

@@ -1,23 +1,21 @@
-"""A live actor: its state in memory, its hooks, actions, connections and sleep timer.
+"""A live actor: its state in memory, its lifecycle, hooks, actions, connections and alarms.
 
 Durability of actions: after an action returns, its caller waits for the next *flush* of
-the actor. A flush serialises the state once, compares it with the last bytes written,
-and commits what changed together with any pending queue or history writes. At most one
-commit per actor is in flight; everything that finishes while it is in flight shares the
-next one. So 32 concurrent callers cost one serialisation and one commit per round, and
-a read-only action still waits for the commit of any state it might have read.
+the actor's commit pipeline (:mod:`perdure.runtime.commits`), which commits the state
+if it changed together with every other staged write. What keeps the actor awake, and
+its sleep timer, is :mod:`perdure.runtime.activity`; a workflow reaches its actor through
+the adapter of :mod:`perdure.runtime.workflow_host`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import inspect
 import logging
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal
 
 from perdure.definition import MISSING, ActorDefinition
 from perdure.errors import (
@@ -28,12 +26,14 @@ from perdure.errors import (
     InternalError,
     PerdureError,
 )
+from perdure.runtime.activity import ActivityTracker
+from perdure.runtime.commits import CommitPipeline
 from perdure.runtime.connections import Connection, Transport
 from perdure.runtime.context import AbortSignal, ActionContext, ActorContext
 from perdure.runtime.queue import ActorQueue
 from perdure.runtime.schedule import ScheduleManager
 from perdure.runtime.tasks import TaskOwner
-from perdure.store.base import ActorCommit, ActorRecord
+from perdure.store.base import ActorRecord
 from perdure.store.codec import decode_value, encode_value
 
 if TYPE_CHECKING:
@@ -46,7 +46,6 @@ __all__ = ["WORKFLOW_STATUS_ACTION", "ActorInstance", "StopReason"]
 WORKFLOW_STATUS_ACTION = "$workflow"
 
 
-T = TypeVar("T")
 StopReason = Literal["sleep", "destroy", "shutdown"]
 Status = Literal["starting", "running", "stopping", "stopped"]
 _log = logging.getLogger("perdure.actor")
@@ -85,10 +84,7 @@ class ActorInstance:
         self.label = f"{record.name}/{record.actor_id}"  # names the actor in errors
         self.key = record.key
         self.generation = record.generation if claimed else record.generation + 1
-        # Every commit after the generation is stored carries it as its fence, so a
-        # newer instance elsewhere (one that claimed the actor since) refuses our writes.
         self._claimed = claimed
-        self._fence: int | None = self.generation if claimed else None
         self.record = record
         self.state: Any = None
         self.vars: Any = None
@@ -100,20 +96,24 @@ class ActorInstance:
         self.tasks = TaskOwner(f"actor {self.name}/{self.actor_id}")
         self.stopped = asyncio.get_running_loop().create_future()
         self.stop_reason: StopReason | None = None
-        # Commit pipeline (see the module docstring).
-        self._last_state: bytes | None = record.state
-        self._pending = ActorCommit(record.actor_id, fence=self._fence)
-        self._next_flush: asyncio.Future[None] | None = None
-        self._last_commit: asyncio.Future[None] | None = None
-        self._poisoned = False
-        # Activity that keeps the actor awake.
-        self._active = 0
-        self._sleep_timer: asyncio.TimerHandle | None = None
-        self._waiting: set[asyncio.Future[Any]] = set()
-        self._idle_event: asyncio.Event | None = None
+        self.commits = CommitPipeline(
+            runtime.store,
+            record.actor_id,
+            last_state=record.state,
+            # A claimed generation fences every commit; otherwise the start commit
+            # stores it (see start()).
+            fence=self.generation if claimed else None,
+            encode_state=self._encode_state,
+            state_written=self._state_written,
+            on_failure=self._write_failed,
+        )
+        self.activity = ActivityTracker(
+            sleep_timeout=self.options.sleep_timeout,
+            may_sleep=self._may_sleep,
+            connections=self.conns,
+            sleep=functools.partial(runtime.schedule_stop, self, "sleep"),
+        )
         self._run_task: asyncio.Task[None] | None = None
-        self.run_active = False
-        self.run_sleep_ok = False
         self.queue: ActorQueue | None = None
         self.workflow: WorkflowRunner | None = None
         # Alarms by source ("workflow", "schedule"); the earliest is the stored wake_at.
@@ -140,12 +140,11 @@ class ActorInstance:
                 self.state = self.definition.initial_state()
             if "on_create" in hooks:
                 await call_hook(hooks["on_create"], self.context, actor_input)
-            self._pending.initialized = True
+            self.commits.mark_initialized()
         else:
             self.state = None if self.record.state is None else decode_value(self.record.state)
         if not self._claimed:
-            self._pending.generation = self.generation  # this commit stores it, unfenced
-            self._fence = self.generation
+            self.commits.store_generation(self.generation)  # this commit stores it, unfenced
         await self.request_flush()
         if "create_vars" in hooks:
             self.vars = await call_hook(
@@ -158,7 +157,7 @@ class ActorInstance:
         self.status = "running"
         self._start_run()
         self.schedules.start()  # drains overdue jobs (after on_wake), then fires on time
-        self._maybe_arm_sleep()
+        self.activity.maybe_sleep()
 
     def request_stop(self, reason: StopReason) -> None:
         """Ask for sleep or destroy; it happens in the background (after the caller returns)."""
@@ -179,7 +178,7 @@ class ActorInstance:
             return False
         self.status = "stopping"
         self.stop_reason = reason
-        self._cancel_sleep_timer()
+        self.activity.cancel_sleep()
         self.abort.fire()
         return True
 
@@ -198,7 +197,7 @@ class ActorInstance:
             await self._wind_down(deadline)
             await self._run_stop_hook(deadline)
             await self._close_connections()
-            await self._wait_for(self._waiting, deadline)
+            await self.activity.wait_tracked(deadline)
             await self.tasks.close(timeout=max(0.0, deadline - loop.time()))
             if self.stop_reason == "destroy":
                 # No final flush: the data goes anyway, and a state that cannot be
@@ -209,9 +208,7 @@ class ActorInstance:
         except Exception:
             self.log.exception("stopping the actor failed")
         finally:
-            self.status = "stopped"
-            if not self.stopped.done():
-                self.stopped.set_result(None)
+            self._mark_stopped()
 
     async def crash(self) -> None:
         """Drop the instance without hooks or a final flush: after a failed write memory
@@ -222,18 +219,18 @@ class ActorInstance:
                 self.conns.pop(conn.id, None)
             await self.tasks.close(timeout=1.0)
         finally:
-            self.status = "stopped"
-            if not self.stopped.done():
-                self.stopped.set_result(None)
+            self._mark_stopped()
+
+    def _mark_stopped(self) -> None:
+        self.status = "stopped"
+        self.commits.close()
+        if not self.stopped.done():
+            self.stopped.set_result(None)
 
     async def _wind_down(self, deadline: float) -> None:
         """Let in-flight actions and the run handler finish within the grace period."""
         loop = asyncio.get_running_loop()
-        if self._active > 0:
-            self._idle_event = asyncio.Event()
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout_at(deadline):
-                    await self._idle_event.wait()
+        await self.activity.wait_idle(deadline)
         task = self._run_task
         if task is not None and not task.done():
             await asyncio.wait([task], timeout=max(0.0, deadline - loop.time()))
@@ -247,7 +244,7 @@ class ActorInstance:
         run = self.definition.hooks.get("run")
         if run is None:
             return
-        self.run_active = True
+        self.activity.run_started()
         if self.definition.kind == "workflow":
             from perdure.runtime.workflow_host import ActorWorkflowHost
             from perdure.workflows.engine import WorkflowRunner
@@ -262,8 +259,7 @@ class ActorInstance:
         try:
             await runner.run()
         finally:
-            self.run_active = False
-            self.activity_changed()
+            self.activity.run_finished()
 
     async def _run(self, run: Callable[..., Any]) -> None:
         saver = self.tasks.spawn(self._save_periodically(), name=f"autosave {self.actor_id}")
@@ -275,20 +271,14 @@ class ActorInstance:
             self.log.exception("the run handler failed; the actor stays up and may sleep")
         finally:
             saver.cancel()
-            self.run_active = False
             self.request_flush()
-            self.activity_changed()
+            self.activity.run_finished()
 
     async def _save_periodically(self) -> None:
         """Persist state changed by ``run`` (which has no action boundary to flush at)."""
         while True:
             await asyncio.sleep(self.options.state_save_interval)
             self.request_flush()
-
-    def run_waiting(self, sleep_compatible: bool) -> None:
-        """Called by the run handler's waits: a queue wait or long sleep lets the actor sleep."""
-        self.run_sleep_ok = sleep_compatible
-        self.activity_changed()
 
     async def _run_stop_hook(self, deadline: float) -> None:
         hook_name = "on_destroy" if self.stop_reason == "destroy" else "on_sleep"
@@ -307,13 +297,6 @@ class ActorInstance:
                 1000, f"actor.{'destroyed' if self.stop_reason == 'destroy' else 'sleeping'}"
             )
             await self.disconnect(conn)
-
-    @staticmethod
-    async def _wait_for(futures: set[asyncio.Future[Any]], deadline: float) -> None:
-        pending = [f for f in futures if not f.done()]
-        if pending:
-            remaining = max(0.0, deadline - asyncio.get_running_loop().time())
-            await asyncio.wait(pending, timeout=remaining)
 
     # ------------------------------------------------------------------ actions
 
@@ -429,7 +412,7 @@ class ActorInstance:
                 await call_hook(hook, self.context, conn)
             except Exception:
                 self.log.exception("on_disconnect failed")
-        self._maybe_arm_sleep()
+        self.activity.maybe_sleep()
 
     def broadcast(self, name: str, args: tuple[Any, ...] | list[Any]) -> None:
         """Send an event to the connections subscribed to ``name``."""
@@ -458,136 +441,28 @@ class ActorInstance:
 
     def _write_wake_at(self, at: int | None) -> None:
         self._wake_at = at
-        pending = self._pending
-        pending.set_wake_at = True
-        pending.wake_at = at
+        self.commits.set_wake_at(at)
 
-    # ---------------------------------------------------------- commit pipeline
-
-    def pending_commit(self) -> ActorCommit:
-        """The writes that the next flush will commit; add queue/history ops to it."""
-        return self._pending
+    # ------------------------------------------------------------------ commits
 
     def request_flush(self) -> asyncio.Future[None]:
-        """A future that resolves when everything done so far is durable.
+        """A future that resolves when everything done so far is durable (flushes
+        requested in one event-loop tick share one commit)."""
+        return self.commits.request_flush()
 
-        Flushes requested in the same event-loop tick share one commit.
-        """
-        if self._next_flush is None:
-            self._next_flush = asyncio.get_running_loop().create_future()
-            asyncio.get_running_loop().call_soon(self._start_flush)
-        return self._next_flush
+    def _encode_state(self) -> bytes:
+        return encode_value(self.state, what="state", owner=self.label)
 
-    def flush_now(self) -> asyncio.Future[None]:
-        """Like :meth:`request_flush`, but submit at once (a workflow step's commit).
+    def _state_written(self) -> None:
+        hook = self.definition.hooks.get("on_state_change")
+        if hook is not None and self.status == "running":
+            try:
+                hook(self.context, self.state)
+            except Exception:
+                self.log.exception("on_state_change failed")
 
-        With no tick-end flush pending, the store's own future is returned: one future
-        and one callback fewer on the hot path of every workflow step.
-        """
-        if self._next_flush is not None:
-            waiter = self._next_flush
-            self._start_flush()
-            return waiter
-        loop = asyncio.get_running_loop()
-        if self.status == "stopped":
-            return _failed(loop, ActorAborted())
-        try:
-            future = self._submit_pending()
-        except Exception as exc:
-            return _failed(loop, exc)
-        if future is not None:
-            return future
-        previous = self._last_commit
-        if previous is not None and not previous.done():
-            return previous  # nothing new, but what the caller did may still be in flight
-        done: asyncio.Future[None] = loop.create_future()
-        done.set_result(None)
-        return done
-
-    def _start_flush(self) -> None:
-        waiter, self._next_flush = self._next_flush, None
-        if waiter is None:
-            return
-        if self.status == "stopped":
-            # A late flush (an action that outlived the grace period): another instance
-            # may own the actor by now, and this one's older state would overwrite it.
-            self._fail(waiter, ActorAborted())
-            return
-        try:
-            future = self._submit_pending()
-        except Exception as exc:
-            self._fail(waiter, exc)
-            return
-        if future is None:
-            # Nothing new to write, but what the caller read may still be in flight.
-            future = self._last_commit
-            if future is None or future.done():
-                if not waiter.done():
-                    waiter.set_result(None)
-                return
-        future.add_done_callback(functools.partial(self._commit_done, waiter))
-
-    def _submit_pending(self) -> asyncio.Future[None] | None:
-        """Submit the pending writes (and the state, if it changed) as one commit.
-
-        Returns the store's future, or ``None`` when there is nothing to write. A state
-        that cannot be encoded, or a store that refuses the commit, raises (and the
-        instance is dropped: see :meth:`_poison`).
-        """
-        commit, self._pending = self._pending, ActorCommit(self.actor_id, fence=self._fence)
-        try:
-            self._add_state(commit)
-        except PerdureError as exc:
-            self._pending = commit  # nothing was written: keep its other writes for later
-            self._poison(exc)
-            raise
-        if commit.is_empty():
-            return None
-        if commit.state is not None:
-            self._last_state = commit.state
-        try:
-            future = self.runtime.store.submit(commit)
-        except Exception as exc:
-            self._poison(exc)
-            raise
-        # Several commits may be in flight: the store applies them in submission order.
-        self._last_commit = future
-        future.add_done_callback(self._after_commit)
-        return future
-
-    def _after_commit(self, future: asyncio.Future[None]) -> None:
-        error = ActorAborted() if future.cancelled() else future.exception()
-        if error is not None:
-            self._poison(error)
-
-    def _add_state(self, commit: ActorCommit) -> None:
-        data = encode_value(self.state, what="state", owner=self.label)
-        if data != self._last_state:
-            commit.state = data
-            hook = self.definition.hooks.get("on_state_change")
-            if hook is not None and self.status == "running":
-                try:
-                    hook(self.context, self.state)
-                except Exception:
-                    self.log.exception("on_state_change failed")
-
-    def _commit_done(self, waiter: asyncio.Future[None], future: asyncio.Future[None]) -> None:
-        error = ActorAborted() if future.cancelled() else future.exception()
-        if error is None:
-            if not waiter.done():
-                waiter.set_result(None)
-            return
-        self._fail(waiter, error)
-
-    def _fail(self, waiter: asyncio.Future[None], exc: BaseException) -> None:
-        if not waiter.done():
-            waiter.set_exception(exc if isinstance(exc, Exception) else ActorAborted())
-
-    def _poison(self, error: BaseException) -> None:
+    def _write_failed(self, error: BaseException) -> None:
         """After a failed write, memory is ahead of the store: restart from stored data."""
-        if self._poisoned:
-            return
-        self._poisoned = True
         if isinstance(error, ActorNotFound):
             self.log.warning("the actor's data is gone; stopping")
         else:
@@ -595,79 +470,22 @@ class ActorInstance:
         if self.status == "running":
             # Stop taking calls now (they wait for the next instance), then drop this one.
             self.status = "stopping"
-            self._cancel_sleep_timer()
+            self.activity.cancel_sleep()
             self.abort.fire()
             self.runtime.spawn(self.runtime.drop_instance(self), name=f"drop {self.actor_id}")
 
-    # -------------------------------------------------------- activity & sleep
+    # ---------------------------------------------------------------- activity
 
     def enter(self) -> None:
         """Mark the start of work that keeps the actor awake."""
-        self._active += 1
-        if self._sleep_timer is not None:
-            self._sleep_timer.cancel()
-            self._sleep_timer = None
+        self.activity.enter()
 
     def leave(self) -> None:
-        """Mark the end of such work; arm the sleep timer if the actor is now idle."""
-        self._active -= 1
-        if self._active == 0:
-            if self._idle_event is not None:
-                self._idle_event.set()
-            self._maybe_arm_sleep()
+        """Mark the end of such work (the sleep timer starts once nothing is left)."""
+        self.activity.leave()
 
-    def is_idle(self) -> bool:
-        """No work in flight, no connection, nothing else holding the actor awake."""
-        return self._active == 0 and not self.conns and (not self.run_active or self.run_sleep_ok)
-
-    def _maybe_arm_sleep(self) -> None:
-        if self.status != "running" or self.options.no_sleep or self._sleep_timer is not None:
-            return
-        if self.is_idle():
-            loop = asyncio.get_running_loop()
-            self._sleep_timer = loop.call_later(self.options.sleep_timeout, self._sleep_due)
-
-    def activity_changed(self) -> None:
-        """Re-evaluate sleep eligibility after extension state changed (e.g. run waits)."""
-        if self.is_idle():
-            self._maybe_arm_sleep()
-        else:
-            self._cancel_sleep_timer()
-
-    def _cancel_sleep_timer(self) -> None:
-        if self._sleep_timer is not None:
-            self._sleep_timer.cancel()
-            self._sleep_timer = None
-
-    def _sleep_due(self) -> None:
-        self._sleep_timer = None
-        if self.status == "running" and self.is_idle():
-            self.runtime.schedule_stop(self, "sleep")
-
-    def keep_awake(self, awaitable: Awaitable[T]) -> asyncio.Future[T]:
-        """Track ``awaitable``; the actor does not idle-sleep while it runs."""
-        future = asyncio.ensure_future(awaitable)
-        self.enter()
-        self._waiting.add(future)
-        future.add_done_callback(self._keep_awake_done)
-        return future
-
-    def _keep_awake_done(self, future: asyncio.Future[Any]) -> None:
-        self._waiting.discard(future)
-        self.leave()
-
-    def wait_until(self, awaitable: Awaitable[T]) -> asyncio.Future[T]:
-        """Track ``awaitable``; shutdown waits for it within the grace period."""
-        future = asyncio.ensure_future(awaitable)
-        self._waiting.add(future)
-        future.add_done_callback(self._waiting.discard)
-        return future
+    def _may_sleep(self) -> bool:
+        return self.status == "running" and not self.options.no_sleep
 
     def __repr__(self) -> str:
         return f"ActorInstance({self.name}/{self.actor_id}, {self.status})"
-
-
-def _failed(loop: asyncio.AbstractEventLoop, error: BaseException) -> asyncio.Future[None]:
-    future: asyncio.Future[None] = loop.create_future()
-    future.set_exception(error)
-    return future

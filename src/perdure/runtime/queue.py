@@ -84,9 +84,7 @@ class ActorQueue:
         )
         self._next_id += 1
         self._messages[record.id] = record
-        pending = self._instance.pending_commit()
-        pending.queue_put.append(record)
-        pending.queue_next_id = self._next_id
+        self._instance.commits.put_message(record, self._next_id)
         self._wake_waiters(name)
         return record
 
@@ -139,13 +137,13 @@ class ActorQueue:
 
     def consume(self, records: Sequence[QueueMessageRecord], *, completable: bool) -> None:
         """Claim messages: remove them (with the next flush) or hold them until completed."""
-        pending = self._instance.pending_commit()
+        commits = self._instance.commits
         for record in records:
             if completable:
                 self._held.add(record.id)
             else:
                 del self._messages[record.id]
-                pending.delete_message(record.id)
+                commits.delete_message(record.id)
 
     def hold(self, message_id: int) -> None:
         """Mark a message as received-but-not-completed (replayed from workflow history)."""
@@ -171,7 +169,7 @@ class ActorQueue:
         """Remove a completable message durably, then answer its waiting sender."""
         self._held.discard(message.id)
         if self._messages.pop(message.id, None) is not None:
-            self._instance.pending_commit().delete_message(message.id)
+            self._instance.commits.delete_message(message.id)
         await self._instance.request_flush()
         self.resolve_completion(message.id, response)
 
@@ -235,12 +233,13 @@ class QueueReceiver:
     ) -> list[QueueMessage]:
         """Wait for at least one matching message; return up to ``count`` ([] on timeout)."""
         wanted = _names(names)
-        self._instance.run_waiting(True)
+        activity = self._instance.activity
+        activity.run_waiting(True)
         try:
             if not await self._queue.wait_for(wanted, timeout):
                 return []
         finally:
-            self._instance.run_waiting(False)
+            activity.run_waiting(False)
         return self._queue.take(self._queue.available(wanted, count), completable=completable)
 
     async def next(

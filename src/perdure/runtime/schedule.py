@@ -105,19 +105,14 @@ class ScheduleManager:
     def put(self, record: ScheduleRecord) -> None:
         """Insert or replace a job in memory and in the next commit."""
         self.jobs[record.id] = record
-        pending = self.instance.pending_commit()
-        pending.schedule_put[record.id] = record
-        if record.id in pending.schedule_delete:
-            pending.schedule_delete.remove(record.id)
+        self.instance.commits.put_schedule(record)
 
     def remove(self, schedule_id: str) -> ScheduleRecord | None:
         """Delete a job (and a recurring job's history); return it, or None if unknown."""
         record = self.jobs.pop(schedule_id, None)
         if record is None:
             return None
-        pending = self.instance.pending_commit()
-        pending.schedule_put.pop(schedule_id, None)
-        pending.schedule_delete.append(schedule_id)
+        self.instance.commits.delete_schedule(schedule_id)
         if record.name is not None:
             self._running.pop(schedule_id, None)
             self.prune(record.name, _ALL_FIRES)
@@ -127,12 +122,7 @@ class ScheduleManager:
         """Drop the job's fires with ``seq <= up_to_seq`` (staged ones included)."""
         if up_to_seq < 1:
             return
-        pending = self.instance.pending_commit()
-        # The store applies prunes before puts; a staged put this prune covers must go.
-        pending.fire_put = [
-            fire for fire in pending.fire_put if fire.name != name or fire.seq > up_to_seq
-        ]
-        pending.fire_prune.append((name, up_to_seq))
+        self.instance.commits.prune_fires(name, up_to_seq)
 
     def record_fire(self, job: ScheduleRecord, fire: ScheduleFireRecord, *, new: bool) -> None:
         """Stage a fire record of ``job``; a ``new`` one prunes history to ``max_history``."""
@@ -140,7 +130,7 @@ class ScheduleManager:
             return
         if not new and fire.seq <= job.fire_seq - job.max_history:
             return  # newer fires have pushed it out of the history meanwhile
-        self.instance.pending_commit().fire_put.append(fire)
+        self.instance.commits.put_fire(fire)
         if new:
             self.prune(job.name, fire.seq - job.max_history)
 
@@ -170,7 +160,7 @@ class ScheduleManager:
                     "code": "interrupted",
                     "message": "The run was interrupted: the actor stopped or crashed.",
                 }
-                self.instance.pending_commit().fire_put.append(
+                self.instance.commits.put_fire(
                     dataclasses.replace(
                         fire, result="error", finished_at=self.now(), error=encode_value(error)
                     )

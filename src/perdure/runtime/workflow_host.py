@@ -1,9 +1,10 @@
 """The runtime's side of the workflow port: an actor instance as a workflow's host.
 
 :class:`~perdure.workflows.port.WorkflowHost` says what the engine needs; this adapter
-answers it from an :class:`ActorInstance` and its queue. What a step reaches (state,
-vars, ``client()``, ``keep_awake``, ``wait_until``, ``destroy``) is what hooks reach
-through ``c``: the adapter hands over the actor's context. It holds no state of its own.
+answers it from an :class:`ActorInstance`, its commit pipeline, queue and activity
+tracker. What a step reaches (state, vars, ``client()``, ``keep_awake``, ``wait_until``,
+``destroy``) is what hooks reach through ``c``: the adapter hands over the actor's context.
+It holds no state of its own.
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ class ActorWorkflowHost:
         self.log = instance.log
         self.abort: AbortSignal = instance.abort
         self.actor: ActorContext = instance.context
+        self._commits = instance.commits
+        self._activity = instance.activity
         self._clock = instance.runtime.clock
 
     # ------------------------------------------------------------------ history
@@ -49,15 +52,11 @@ class ActorWorkflowHost:
 
     def write_history(self, puts: Mapping[str, bytes], deletes: Iterable[str]) -> None:
         """Stage history writes in the actor's next commit."""
-        pending = self._instance.pending_commit()
-        pending.history_put.update(puts)
-        for location in deletes:
-            pending.history_put.pop(location, None)
-            pending.history_delete.append(location)
+        self._commits.write_history(puts, deletes)
 
     def flush(self) -> Awaitable[None]:
         """Commit now; resolves once durable."""
-        return self._instance.flush_now()
+        return self._commits.flush_now()
 
     # ------------------------------------------------------- queue and events
 
@@ -100,7 +99,7 @@ class ActorWorkflowHost:
 
     def set_waiting(self, waiting: bool) -> None:
         """A waiting workflow lets its actor sleep."""
-        self._instance.run_waiting(waiting)
+        self._activity.run_waiting(waiting)
 
     async def report_error(self, event: dict[str, Any]) -> None:
         """Call ``on_error``: observational, so its failures are only logged."""

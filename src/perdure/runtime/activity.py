@@ -1,0 +1,151 @@
+"""What keeps one actor awake, and the sleep timer that runs when nothing does.
+
+An actor is idle when no work is in flight (actions, connects, fires, ``keep_awake``
+tasks), it has no connection, and its run handler is absent or waiting in a way that
+allows sleep (a queue wait, a long workflow sleep). Idle for ``sleep_timeout`` seconds,
+it is put to sleep (DESIGN §3.5).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable, Sized
+from typing import Any, TypeVar
+
+__all__ = ["ActivityTracker"]
+
+T = TypeVar("T")
+
+
+class ActivityTracker:
+    """Counts work in flight and arms the sleep timer of one actor.
+
+    ``may_sleep``: the actor is running and allowed to sleep at all; ``connections``:
+    the actor's open connections (any one keeps it awake); ``sleep``: put the actor to
+    sleep (the timer ran out while it was idle).
+    """
+
+    def __init__(
+        self,
+        *,
+        sleep_timeout: float,
+        may_sleep: Callable[[], bool],
+        connections: Sized,
+        sleep: Callable[[], None],
+    ) -> None:
+        self._sleep_timeout = sleep_timeout
+        self._may_sleep = may_sleep
+        self._connections = connections
+        self._sleep = sleep
+        self._active = 0
+        self._sleep_timer: asyncio.TimerHandle | None = None
+        self._idle_event: asyncio.Event | None = None
+        self._tracked: set[asyncio.Future[Any]] = set()  # keep_awake and wait_until work
+        self.run_active = False
+        self.run_sleep_ok = False
+
+    # ---------------------------------------------------------------- counting
+
+    def enter(self) -> None:
+        """Mark the start of work that keeps the actor awake."""
+        self._active += 1
+        if self._sleep_timer is not None:
+            self._sleep_timer.cancel()
+            self._sleep_timer = None
+
+    def leave(self) -> None:
+        """Mark the end of such work; arm the sleep timer if the actor is now idle."""
+        self._active -= 1
+        if self._active == 0:
+            if self._idle_event is not None:
+                self._idle_event.set()
+            self.maybe_sleep()
+
+    def is_idle(self) -> bool:
+        """No work in flight, no connection, nothing else holding the actor awake."""
+        return (
+            self._active == 0
+            and not len(self._connections)
+            and (not self.run_active or self.run_sleep_ok)
+        )
+
+    def run_started(self) -> None:
+        """The run handler started: it holds the actor awake unless it waits."""
+        self.run_active = True
+
+    def run_finished(self) -> None:
+        """The run handler ended."""
+        self.run_active = False
+        self.changed()
+
+    def run_waiting(self, sleep_compatible: bool) -> None:
+        """Called by the run handler's waits: a queue wait or long sleep lets the actor sleep."""
+        self.run_sleep_ok = sleep_compatible
+        self.changed()
+
+    # ------------------------------------------------------------- sleep timer
+
+    def maybe_sleep(self) -> None:
+        """Arm the sleep timer if the actor is idle and the timer is not armed yet."""
+        if self._sleep_timer is not None or not self._may_sleep():
+            return
+        if self.is_idle():
+            loop = asyncio.get_running_loop()
+            self._sleep_timer = loop.call_later(self._sleep_timeout, self._sleep_due)
+
+    def changed(self) -> None:
+        """Re-evaluate sleep eligibility after something else changed (e.g. run waits)."""
+        if self.is_idle():
+            self.maybe_sleep()
+        else:
+            self.cancel_sleep()
+
+    def cancel_sleep(self) -> None:
+        """Disarm the sleep timer (the actor is stopping, or busy again)."""
+        if self._sleep_timer is not None:
+            self._sleep_timer.cancel()
+            self._sleep_timer = None
+
+    def _sleep_due(self) -> None:
+        self._sleep_timer = None
+        if self._may_sleep() and self.is_idle():
+            self._sleep()
+
+    # ----------------------------------------------------------- tracked work
+
+    def keep_awake(self, awaitable: Awaitable[T]) -> asyncio.Future[T]:
+        """Track ``awaitable``; the actor does not idle-sleep while it runs."""
+        future = asyncio.ensure_future(awaitable)
+        self.enter()
+        self._tracked.add(future)
+        future.add_done_callback(self._keep_awake_done)
+        return future
+
+    def _keep_awake_done(self, future: asyncio.Future[Any]) -> None:
+        self._tracked.discard(future)
+        self.leave()
+
+    def wait_until(self, awaitable: Awaitable[T]) -> asyncio.Future[T]:
+        """Track ``awaitable``; shutdown waits for it within the grace period."""
+        future = asyncio.ensure_future(awaitable)
+        self._tracked.add(future)
+        future.add_done_callback(self._tracked.discard)
+        return future
+
+    # ------------------------------------------------------------ winding down
+
+    async def wait_idle(self, deadline: float) -> None:
+        """Wait (until ``deadline``, loop time) for the work in flight to finish."""
+        if self._active > 0:
+            self._idle_event = asyncio.Event()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout_at(deadline):
+                    await self._idle_event.wait()
+
+    async def wait_tracked(self, deadline: float) -> None:
+        """Wait (until ``deadline``, loop time) for ``keep_awake``/``wait_until`` work."""
+        pending = [f for f in self._tracked if not f.done()]
+        if pending:
+            remaining = max(0.0, deadline - asyncio.get_running_loop().time())
+            await asyncio.wait(pending, timeout=remaining)

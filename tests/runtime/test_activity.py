@@ -1,0 +1,127 @@
+"""The activity tracker by itself: what keeps an actor awake, and its sleep timer."""
+
+from __future__ import annotations
+
+import asyncio
+
+from perdure.runtime.activity import ActivityTracker
+
+TIMEOUT = 0.01
+
+
+class Owner:
+    """The actor's side of the tracker."""
+
+    def __init__(self) -> None:
+        self.running = True
+        self.conns: dict[str, object] = {}
+        self.slept = 0
+
+    def tracker(self) -> ActivityTracker:
+        return ActivityTracker(
+            sleep_timeout=TIMEOUT,
+            may_sleep=lambda: self.running,
+            connections=self.conns,
+            sleep=self._sleep,
+        )
+
+    def _sleep(self) -> None:
+        self.slept += 1
+
+
+async def _past_timeout() -> None:
+    await asyncio.sleep(TIMEOUT * 5)
+
+
+async def test_the_timer_runs_once_the_last_work_leaves() -> None:
+    owner = Owner()
+    activity = owner.tracker()
+    activity.enter()
+    activity.enter()
+    activity.leave()
+    await _past_timeout()
+    assert owner.slept == 0
+    activity.leave()
+    assert activity.is_idle()
+    await _past_timeout()
+    assert owner.slept == 1
+
+
+async def test_work_that_starts_before_the_timeout_cancels_it() -> None:
+    owner = Owner()
+    activity = owner.tracker()
+    activity.maybe_sleep()
+    activity.enter()
+    await _past_timeout()
+    assert owner.slept == 0
+
+
+async def test_a_connection_or_a_running_handler_keeps_the_actor_awake() -> None:
+    owner = Owner()
+    activity = owner.tracker()
+    owner.conns["c"] = object()
+    activity.maybe_sleep()
+    await _past_timeout()
+    assert owner.slept == 0
+    del owner.conns["c"]
+    activity.run_started()
+    activity.maybe_sleep()
+    await _past_timeout()
+    assert owner.slept == 0
+    activity.run_waiting(True)  # a sleep-compatible wait (a queue wait, a long sleep)
+    await _past_timeout()
+    assert owner.slept == 1
+    activity.run_waiting(False)
+    assert not activity.is_idle()
+    activity.run_finished()
+    assert activity.is_idle()
+
+
+async def test_an_actor_that_may_not_sleep_never_arms_the_timer() -> None:
+    owner = Owner()
+    owner.running = False
+    activity = owner.tracker()
+    activity.maybe_sleep()
+    await _past_timeout()
+    assert owner.slept == 0
+
+
+async def test_a_stop_disarms_the_timer() -> None:
+    owner = Owner()
+    activity = owner.tracker()
+    activity.maybe_sleep()
+    activity.cancel_sleep()
+    await _past_timeout()
+    assert owner.slept == 0
+
+
+async def test_keep_awake_holds_the_actor_and_shutdown_waits_for_tracked_work() -> None:
+    owner = Owner()
+    activity = owner.tracker()
+    gate = asyncio.Event()
+    held = activity.keep_awake(gate.wait())
+    later = activity.wait_until(asyncio.sleep(TIMEOUT))
+    await _past_timeout()
+    assert owner.slept == 0
+    assert not activity.is_idle()
+    gate.set()
+    loop = asyncio.get_running_loop()
+    await activity.wait_tracked(loop.time() + 1)
+    assert held.done()
+    assert later.done()
+    assert activity.is_idle()
+
+
+async def test_wait_idle_returns_when_the_work_leaves_or_at_the_deadline() -> None:
+    owner = Owner()
+    activity = owner.tracker()
+    loop = asyncio.get_running_loop()
+    activity.enter()
+    loop.call_later(TIMEOUT, activity.leave)
+    await activity.wait_idle(loop.time() + 1)
+    assert activity.is_idle()
+    activity.enter()
+    started = loop.time()
+    await activity.wait_idle(started + TIMEOUT)
+    assert not activity.is_idle()
+    assert loop.time() - started < 1
