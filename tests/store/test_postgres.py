@@ -509,6 +509,21 @@ async def test_a_failed_commit_notifies_nobody(schema: str) -> None:
         assert seen == [NOW + 1]
 
 
+async def test_a_failing_watcher_does_not_stop_the_others(schema: str) -> None:
+    def broken(wake_at: int) -> None:
+        raise RuntimeError("watcher bug")
+
+    async with opened(schema) as store:
+        seen: asyncio.Queue[int] = asyncio.Queue()
+        await store.watch_wakeups(broken)
+        await store.watch_wakeups(seen.put_nowait)
+        await store.create_actor(record("a1"))
+        await store.commit(ActorCommit("a1", set_wake_at=True, wake_at=NOW))
+        assert await asyncio.wait_for(seen.get(), TIMEOUT) == NOW
+        await store.commit(ActorCommit("a1", set_wake_at=True, wake_at=NOW - 1))
+        assert await asyncio.wait_for(seen.get(), TIMEOUT) == NOW - 1
+
+
 # --- leases -----------------------------------------------------------------------------
 # The lease contract runs on every backend (test_contract_leases.py); these are the parts
 # only PostgreSQL has: other sessions, row locks and the database clock.

@@ -67,8 +67,8 @@ class AlarmScheduler:
 
     async def run(self) -> None:
         """The scheduler loop (runs until cancelled)."""
-        # A store shared by several nodes (PostgreSQL) also reports the alarms they set;
-        # the others report this process's own commits (which instances also note).
+        # A store shared by several nodes (PostgreSQL) reports the alarms they set; the
+        # others have no other writer (instances note their own alarms, see note()).
         unwatch: Callable[[], None] | None = None
         try:
             unwatch = await self._runtime.store.watch_wakeups(self.note)

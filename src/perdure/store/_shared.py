@@ -1,21 +1,19 @@
 """Pieces every backend shares: the closed-store error, the contract's error messages,
-settling the futures of written operations, lease arithmetic and wake-up watchers."""
+settling the futures of written operations, and lease arithmetic."""
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any, Protocol
 
 from perdure.errors import ActorNotFound, InternalError, InvalidRequest
-from perdure.store.base import ActorRecord, WakeupCallback
+from perdure.store.base import ActorRecord
 
 __all__ = [
     "StoreClosed",
-    "WakeupWatchers",
     "WrittenOp",
     "actor_id_taken",
     "actor_missing",
@@ -25,8 +23,6 @@ __all__ = [
     "settle_ops",
     "wall_clock_ms",
 ]
-
-_log = logging.getLogger("perdure.store")
 
 
 class StoreClosed(InternalError):
@@ -101,31 +97,3 @@ def lease_is_live(owner_node: str | None, expires_at: int | None, now: int) -> b
     """Whether a stored lease keeps other nodes out at ``now`` (the SQL backends say the
     same in their statements: ``owner_node IS NOT NULL AND lease_expires_at > now``)."""
     return owner_node is not None and expires_at is not None and expires_at > now
-
-
-class WakeupWatchers:
-    """The callbacks of ``Store.watch_wakeups`` in a store that reports its own commits."""
-
-    __slots__ = ("callbacks",)
-
-    def __init__(self) -> None:
-        self.callbacks: list[WakeupCallback] = []
-
-    def add(self, callback: WakeupCallback) -> Callable[[], None]:
-        """Register ``callback``; the returned function unregisters it (idempotent)."""
-        self.callbacks.append(callback)
-
-        def remove() -> None:
-            if callback in self.callbacks:
-                self.callbacks.remove(callback)
-
-        return remove
-
-    def dispatch(self, wake_at: int) -> None:
-        """Call every callback; one that fails is logged and does not stop the others
-        (nor fail the commit it reports)."""
-        for callback in list(self.callbacks):
-            try:
-                callback(wake_at)
-            except Exception:
-                _log.exception("a wake-up callback failed")

@@ -99,7 +99,6 @@ class CreateOp(WriteOp):
 _UPDATE_SQL: dict[tuple[tuple[str, ...], bool], str] = {}
 _EXISTS_SQL = "SELECT 1 FROM actors WHERE actor_id = ?"
 _EXISTS_FENCED_SQL = "SELECT 1 FROM actors WHERE actor_id = ? AND generation = ?"
-_OLD_WAKE_SQL = "SELECT wake_at FROM actors WHERE actor_id = ?"
 _QUEUE_PUT_SQL = (
     "INSERT OR REPLACE INTO queue_messages (actor_id, id, name, body, created_at)"
     " VALUES (?, ?, ?, ?, ?)"
@@ -137,16 +136,10 @@ def _update_sql(columns: tuple[str, ...], fenced: bool) -> str:
 
 
 class CommitOp(WriteOp):
-    """Apply one :class:`ActorCommit`; its rows are copied out at submission.
-
-    ``watch_wake``: the store has wake-up watchers; if the commit sets an alarm, its
-    old value is read first and ``earlier`` tells whether the new one is earlier (one
-    point read, only for such commits while someone watches).
-    """
+    """Apply one :class:`ActorCommit`; its rows are copied out at submission."""
 
     __slots__ = (
         "actor_id",
-        "earlier",
         "exists_params",
         "exists_sql",
         "history_delete",
@@ -156,16 +149,11 @@ class CommitOp(WriteOp):
         "schedule_writes",
         "update_params",
         "update_sql",
-        "wake_check",
     )
 
-    def __init__(
-        self, future: asyncio.Future[Any], commit: ActorCommit, *, watch_wake: bool = False
-    ) -> None:
+    def __init__(self, future: asyncio.Future[Any], commit: ActorCommit) -> None:
         super().__init__(future)
         actor_id = self.actor_id = commit.actor_id
-        self.earlier = False
-        self.wake_check = commit.wake_at if watch_wake and commit.set_wake_at else None
         columns, values = _actor_changes(commit)
         fence = commit.fence
         self.update_sql = _update_sql(columns, fence is not None) if columns else None
@@ -184,16 +172,7 @@ class CommitOp(WriteOp):
         self.history_delete = [(actor_id, loc) for loc in gone] if gone else ()
         self.schedule_writes = _schedule_writes(commit)
 
-    def check_wake(self, db: sqlite3.Connection) -> None:
-        """Before the actor row is written: is the alarm this commit sets earlier?"""
-        new = self.wake_check
-        if new is None:
-            return
-        rows = db.execute(_OLD_WAKE_SQL, (self.actor_id,)).fetchall()
-        self.earlier = bool(rows) and (rows[0][0] is None or new < rows[0][0])
-
     def apply(self, db: sqlite3.Connection) -> None:
-        self.check_wake(db)
         # The actor row goes first: if it is missing, nothing of this commit is written.
         if self.update_sql is not None:
             found = db.execute(self.update_sql, self.update_params).rowcount > 0
@@ -337,7 +316,6 @@ def _write_segment(db: sqlite3.Connection, segment: list[CommitOp]) -> None:
     updates: dict[str, list[tuple[object, ...]]] = {}
     for op in segment:
         op.result = op.error = None
-        op.check_wake(db)
         if op.update_sql is None:
             if not db.execute(op.exists_sql, op.exists_params).fetchall():
                 raise MissingActor(op.actor_id)

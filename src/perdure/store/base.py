@@ -336,14 +336,18 @@ class Store(ABC):
 
     @abstractmethod
     async def watch_wakeups(self, callback: WakeupCallback) -> Callable[[], None]:
-        """Call ``callback(wake_at)`` after each committed write that sets an actor's
-        alarm earlier than it was (or sets one where there was none, creates included).
+        """Call ``callback(wake_at)`` after each committed write, by another process,
+        that sets an actor's alarm earlier than it was (or sets one where there was
+        none, creates included); return a function that stops the callback.
 
-        ``callback`` runs on the event loop and must not block. Returns a function that
-        stops the callback. Delivery is a hint, not a log: a watcher must poll as well
+        It tells a node of alarms it did not write itself: PostgreSQL reports the
+        commits of every node on the same schema (``LISTEN/NOTIFY``; this node's own
+        too). Memory and SQLite report nothing: only one process writes to them (the
+        data-directory lock), and the runtime that writes an alarm tells its own
+        scheduler, which would otherwise be poked twice for each alarm and wake an
+        actor that has just gone to sleep. ``callback`` runs on the event loop and must
+        not block. Delivery is a hint, not a log: a watcher must poll as well
         (PostgreSQL loses notifications while its listening connection reconnects).
-        PostgreSQL reports the commits of every node on the same schema; memory and
-        SQLite report this store's own commits (one process owns a SQLite database).
         """
 
     @abstractmethod

@@ -15,7 +15,6 @@ from perdure.errors import ActorAlreadyExists, ActorNotFound
 from perdure.keys import Key
 from perdure.store._shared import (
     StoreClosed,
-    WakeupWatchers,
     actor_id_taken,
     actor_missing,
     check_ttl,
@@ -43,8 +42,8 @@ class MemoryStore(Store):
 
     Data outlives ``close()`` (a closed store can be opened again and finds it), but not
     the object. Writes are applied synchronously, so per-actor order is call order, and
-    two claims can never interleave. Leases use the wall clock; wake-up watchers hear
-    this store's own commits, called before the commit returns.
+    two claims can never interleave. Leases use the wall clock; ``watch_wakeups``
+    reports nothing.
     """
 
     def __init__(self) -> None:
@@ -58,7 +57,6 @@ class MemoryStore(Store):
         self._fires: dict[str, dict[str, dict[int, ScheduleFireRecord]]] = {}
         # actor id -> (owner node, expires_at): the actor row's lease columns
         self._leases: dict[str, tuple[str, int]] = {}
-        self._watchers = WakeupWatchers()
 
     async def open(self) -> None:
         """Mark the store usable. Idempotent."""
@@ -82,8 +80,6 @@ class MemoryStore(Store):
             raise actor_id_taken(record.actor_id)
         self._actors[record.actor_id] = record
         self._by_key[(record.name, record.key)] = record.actor_id
-        if record.wake_at is not None:
-            self._watchers.dispatch(record.wake_at)
 
     async def get_actor(self, actor_id: str) -> ActorRecord | None:
         """The actor with this id, or ``None``."""
@@ -194,10 +190,10 @@ class MemoryStore(Store):
         ]
 
     async def watch_wakeups(self, callback: WakeupCallback) -> Callable[[], None]:
-        """Call ``callback(wake_at)`` after each of this store's commits (and creates)
-        that sets an alarm earlier than the actor had."""
+        """Report nothing (see :meth:`Store.watch_wakeups`): only this process writes
+        here, and its runtime tells its own scheduler of every alarm it writes."""
         self._check_open()
-        return self._watchers.add(callback)
+        return _unwatch
 
     async def find_actor(self, name: str, key: Key) -> ActorRecord | None:
         """The actor with this name and key, or ``None``."""
@@ -232,13 +228,6 @@ class MemoryStore(Store):
                 schedules[schedule_id] = dataclasses.replace(schedule, args=bytes(schedule.args))
         if commit.fire_put or commit.fire_prune:
             self._apply_fires(commit)
-        wake_at = commit.wake_at
-        if (
-            commit.set_wake_at
-            and wake_at is not None
-            and (record.wake_at is None or wake_at < record.wake_at)
-        ):
-            self._watchers.dispatch(wake_at)
 
     def _apply_fires(self, commit: ActorCommit) -> None:
         jobs = self._fires.setdefault(commit.actor_id, {})
@@ -336,6 +325,10 @@ class MemoryStore(Store):
         self._check_open()
         alarms = [r.wake_at for r in self._actors.values() if r.wake_at is not None]
         return min(alarms, default=None)
+
+
+def _unwatch() -> None:
+    """What ``watch_wakeups`` returns: there is nothing to stop."""
 
 
 def _updated(record: ActorRecord, commit: ActorCommit) -> ActorRecord:

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from perdure.keys import Key, deserialize_key, serialize_key
-from perdure.store._shared import StoreClosed, WakeupWatchers, check_ttl, wall_clock_ms
+from perdure.store._shared import StoreClosed, check_ttl, wall_clock_ms
 from perdure.store._sqlite_lease import AcquireOp, ClaimDueOp, ClaimOp, ReleaseOp, RenewOp
 from perdure.store._sqlite_lock import DataLock, acquire_data_lock, lock_file_for
 from perdure.store._sqlite_ops import CallOp, CommitOp, CreateOp, DeleteOp, WriteOp
@@ -90,8 +90,8 @@ class SQLiteStore(Store):
     another process has it. Stores of one process share the lock. ``exclusive=False``
     takes none: for tools that only read beside a running server (``perdure actors``).
 
-    Leases use the wall clock (one process serves the file). Wake-up watchers hear this
-    store's own commits and creates.
+    Leases use the wall clock (one process serves the file); ``watch_wakeups`` reports
+    nothing.
     """
 
     def __init__(
@@ -109,7 +109,6 @@ class SQLiteStore(Store):
         self._writer: GroupCommitWriter | None = None
         self._reader: sqlite3.Connection | None = None
         self._lock: DataLock | None = None
-        self._watchers = WakeupWatchers()
         self._lifecycle = asyncio.Lock()
 
     @property
@@ -181,8 +180,6 @@ class SQLiteStore(Store):
     async def create_actor(self, record: ActorRecord) -> None:
         """Insert a new actor (see :meth:`Store.create_actor`)."""
         await self._submit(CreateOp(self._new_future(), record))
-        if record.wake_at is not None:
-            self._watchers.dispatch(record.wake_at)
 
     async def commit(self, commit: ActorCommit) -> None:
         """Apply ``commit`` atomically; its contents are copied before this returns control."""
@@ -193,17 +190,9 @@ class SQLiteStore(Store):
         when it is durable."""
         if self._writer is None:
             raise StoreClosed("SQLite")
-        op = CommitOp(self._new_future(), commit, watch_wake=bool(self._watchers.callbacks))
+        op = CommitOp(self._new_future(), commit)
         self._writer.submit_commit(op)
-        if op.wake_check is not None:
-            op.future.add_done_callback(lambda future: self._report_wake(op, future))
         return op.future
-
-    def _report_wake(self, op: CommitOp, future: asyncio.Future[None]) -> None:
-        wake_at = op.wake_check
-        failed = future.cancelled() or future.exception() is not None
-        if op.earlier and wake_at is not None and not failed:
-            self._watchers.dispatch(wake_at)
 
     async def delete_actor(self, actor_id: str) -> bool:
         """Delete the actor with all its data; ``False`` if it did not exist."""
@@ -301,11 +290,11 @@ class SQLiteStore(Store):
         ]
 
     async def watch_wakeups(self, callback: WakeupCallback) -> Callable[[], None]:
-        """Call ``callback(wake_at)`` after each of this store's commits (and creates)
-        that sets an alarm earlier than the actor had."""
+        """Report nothing (see :meth:`Store.watch_wakeups`): one process owns the file,
+        and its runtime tells its own scheduler of every alarm it writes."""
         if self._writer is None:
             raise StoreClosed("SQLite")
-        return self._watchers.add(callback)
+        return _unwatch
 
     async def find_actor(self, name: str, key: Key) -> ActorRecord | None:
         """The actor with this name and key, or ``None``."""
@@ -371,6 +360,10 @@ class SQLiteStore(Store):
         """The earliest ``wake_at`` over all actors, or ``None``."""
         wake_at: int | None = self._rows(_NEXT_WAKE_AT, ())[0][0]
         return wake_at
+
+
+def _unwatch() -> None:
+    """What ``watch_wakeups`` returns: there is nothing to stop."""
 
 
 def _record(row: Any) -> ActorRecord:
