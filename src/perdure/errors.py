@@ -19,8 +19,13 @@ HTTP status a server answers with. The tree::
     ├── MessageError                 message.* (400)              frame/body size, encoding
     ├── ScheduleError                schedule.* (400)             invalid cron, limits …
     ├── WorkflowError                workflow.* (500)             divergence, exhausted steps …
-    └── DefinitionError              config.invalid (500)         bad actor definition (raised
-                                                                  when the registry is built)
+    ├── DefinitionError              config.invalid (500)         bad actor definition (raised
+    │                                                             when the registry is built)
+    └── (perdure.store.errors)       ownership and the data lock:
+        ├── ActorOwnedElsewhere      actor.owned_elsewhere (503)  another node holds a lease
+        ├── LeaseLost                actor.lease_lost (409)       the lease was taken over
+        └── StoreLocked              store.locked (500)           another process has the
+                                                                  SQLite data directory
 
     EngineSignal (BaseException)     control flow of the engine (evict, suspend); user
                                      code's ``except Exception`` cannot swallow it.
