@@ -12,15 +12,17 @@ TIMEOUT = 0.01
 class Owner:
     """The actor's side of the tracker."""
 
-    def __init__(self) -> None:
-        self.running = True
+    def __init__(self, *, no_sleep: bool = False) -> None:
+        self.status = "running"
+        self.no_sleep = no_sleep
         self.conns: dict[str, object] = {}
         self.slept = 0
 
     def tracker(self) -> ActivityTracker:
         return ActivityTracker(
+            self,
             sleep_timeout=TIMEOUT,
-            may_sleep=lambda: self.running,
+            no_sleep=self.no_sleep,
             connections=self.conns,
             sleep=self._sleep,
         )
@@ -78,10 +80,19 @@ async def test_a_connection_or_a_running_handler_keeps_the_actor_awake() -> None
 
 
 async def test_an_actor_that_may_not_sleep_never_arms_the_timer() -> None:
+    for owner, status in ((Owner(no_sleep=True), "running"), (Owner(), "stopping")):
+        owner.status = status
+        activity = owner.tracker()
+        activity.maybe_sleep()
+        await _past_timeout()
+        assert owner.slept == 0
+
+
+async def test_an_actor_that_stopped_meanwhile_is_not_put_to_sleep() -> None:
     owner = Owner()
-    owner.running = False
     activity = owner.tracker()
     activity.maybe_sleep()
+    owner.status = "stopping"
     await _past_timeout()
     assert owner.slept == 0
 

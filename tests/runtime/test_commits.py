@@ -10,6 +10,7 @@ import pytest
 from perdure.errors import ActorAborted, ActorNotFound, StateNotSerializable
 from perdure.runtime.commits import CommitPipeline
 from perdure.store.base import ActorCommit, QueueMessageRecord, ScheduleFireRecord, ScheduleRecord
+from perdure.store.codec import encode_value
 
 
 class Sink:
@@ -37,21 +38,20 @@ class Actor:
 
     def __init__(self) -> None:
         self.state: Any = {"n": 0}
+        self.label = "thing/a1"
         self.written = 0
         self.failures: list[BaseException] = []
 
     def encode(self) -> bytes:
-        if not isinstance(self.state, dict):
-            raise StateNotSerializable("cannot store the state")
-        return repr(sorted(self.state.items())).encode()
+        return encode_value(self.state)
 
     def pipeline(self, sink: Sink, *, fence: int | None = 3) -> CommitPipeline:
         return CommitPipeline(
             sink,
             "a1",
+            self,
             last_state=self.encode(),
             fence=fence,
-            encode_state=self.encode,
             state_written=self._written,
             on_failure=self.failures.append,
         )
@@ -163,6 +163,7 @@ async def test_a_state_that_cannot_be_encoded_fails_every_waiter_and_poisons_onc
     waiters = [pipeline.request_flush(), pipeline.request_flush()]
     for outcome in await asyncio.gather(*waiters, return_exceptions=True):
         assert isinstance(outcome, StateNotSerializable)
+        assert "thing/a1" in str(outcome)
     with pytest.raises(StateNotSerializable):
         await pipeline.flush_now()
     assert sink.commits == []

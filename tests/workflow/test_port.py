@@ -62,23 +62,11 @@ class _Signal:
 
 
 class FakeActor:
-    """What the steps reach."""
+    """The data the steps reach."""
 
     def __init__(self) -> None:
         self.state: Any = {"n": 0}
         self.vars: Any = None
-
-    def client(self) -> ActorClient:
-        raise NotImplementedError
-
-    def keep_awake(self, awaitable: Awaitable[T]) -> Awaitable[T]:
-        return awaitable
-
-    def wait_until(self, awaitable: Awaitable[T]) -> Awaitable[T]:
-        return awaitable
-
-    def destroy(self) -> None:
-        raise NotImplementedError
 
 
 class FakeHost:
@@ -148,6 +136,18 @@ class FakeHost:
 
     async def report_error(self, event: dict[str, Any]) -> None:
         self.errors.append(event)
+
+    def client(self) -> ActorClient:
+        raise NotImplementedError
+
+    def keep_awake(self, awaitable: Awaitable[T]) -> Awaitable[T]:
+        return awaitable
+
+    def wait_until(self, awaitable: Awaitable[T]) -> Awaitable[T]:
+        return awaitable
+
+    def destroy(self) -> None:
+        raise NotImplementedError
 
 
 class Counting:

@@ -11,31 +11,42 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable, Sized
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
-__all__ = ["ActivityTracker"]
+__all__ = ["ActivityTracker", "SleepOwner"]
 
 T = TypeVar("T")
+
+
+class SleepOwner(Protocol):
+    """The actor whose sleep is tracked: only a running one goes to sleep."""
+
+    @property
+    def status(self) -> str:
+        """``"running"`` while the actor takes work."""
+        ...
 
 
 class ActivityTracker:
     """Counts work in flight and arms the sleep timer of one actor.
 
-    ``may_sleep``: the actor is running and allowed to sleep at all; ``connections``:
-    the actor's open connections (any one keeps it awake); ``sleep``: put the actor to
-    sleep (the timer ran out while it was idle).
+    ``no_sleep``: the actor never idle-sleeps; ``connections``: its open connections
+    (any one keeps it awake); ``sleep``: put it to sleep (the timer ran out while it was
+    idle).
     """
 
     def __init__(
         self,
+        owner: SleepOwner,
         *,
         sleep_timeout: float,
-        may_sleep: Callable[[], bool],
+        no_sleep: bool,
         connections: Sized,
         sleep: Callable[[], None],
     ) -> None:
+        self._owner = owner
         self._sleep_timeout = sleep_timeout
-        self._may_sleep = may_sleep
+        self._no_sleep = no_sleep
         self._connections = connections
         self._sleep = sleep
         self._active = 0
@@ -88,7 +99,7 @@ class ActivityTracker:
 
     def maybe_sleep(self) -> None:
         """Arm the sleep timer if the actor is idle and the timer is not armed yet."""
-        if self._sleep_timer is not None or not self._may_sleep():
+        if self._sleep_timer is not None or self._no_sleep or self._owner.status != "running":
             return
         if self.is_idle():
             loop = asyncio.get_running_loop()
@@ -109,7 +120,7 @@ class ActivityTracker:
 
     def _sleep_due(self) -> None:
         self._sleep_timer = None
-        if self._may_sleep() and self.is_idle():
+        if self._owner.status == "running" and self.is_idle():
             self._sleep()
 
     # ----------------------------------------------------------- tracked work

@@ -19,12 +19,13 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import Callable, Iterable, Mapping
-from typing import Protocol
+from typing import Any, Protocol
 
 from perdure.errors import ActorAborted, PerdureError
 from perdure.store.base import ActorCommit, QueueMessageRecord, ScheduleFireRecord, ScheduleRecord
+from perdure.store.codec import encode_value
 
-__all__ = ["CommitPipeline", "CommitSink"]
+__all__ = ["CommitPipeline", "CommitSink", "StateOwner"]
 
 
 class CommitSink(Protocol):
@@ -35,11 +36,19 @@ class CommitSink(Protocol):
         ...
 
 
+class StateOwner(Protocol):
+    """Whose state the commits carry (the live actor)."""
+
+    state: Any
+    """The state, encoded at every flush."""
+    label: str
+    """Names the actor in the error of a state that cannot be encoded."""
+
+
 class CommitPipeline:
     """Stages one actor's writes and submits them as commits (see the module docstring).
 
-    ``encode_state`` returns the state's current bytes (raising ``PerdureError`` if it
-    cannot be encoded); ``state_written`` is told when a commit carries a changed state;
+    ``state_written`` (if any) is told when a commit carries a changed state;
     ``on_failure`` is told (once) when a write failed.
     """
 
@@ -47,16 +56,16 @@ class CommitPipeline:
         self,
         store: CommitSink,
         actor_id: str,
+        owner: StateOwner,
         *,
         last_state: bytes | None,
         fence: int | None,
-        encode_state: Callable[[], bytes],
-        state_written: Callable[[], None],
+        state_written: Callable[[], None] | None,
         on_failure: Callable[[BaseException], None],
     ) -> None:
         self._store = store
         self._actor_id = actor_id
-        self._encode_state = encode_state
+        self._owner = owner
         self._state_written = state_written
         self._on_failure = on_failure
         # Every commit after the generation is stored carries it as its fence, so a
@@ -226,10 +235,12 @@ class CommitPipeline:
         return future
 
     def _add_state(self, commit: ActorCommit) -> None:
-        data = self._encode_state()
+        owner = self._owner
+        data = encode_value(owner.state, what="state", owner=owner.label)
         if data != self._last_state:
             commit.state = data
-            self._state_written()
+            if self._state_written is not None:
+                self._state_written()
 
     def _after_commit(self, future: asyncio.Future[None]) -> None:
         error = ActorAborted() if future.cancelled() else future.exception()

@@ -34,7 +34,7 @@ from perdure.runtime.queue import ActorQueue
 from perdure.runtime.schedule import ScheduleManager
 from perdure.runtime.tasks import TaskOwner
 from perdure.store.base import ActorRecord
-from perdure.store.codec import decode_value, encode_value
+from perdure.store.codec import decode_value
 
 if TYPE_CHECKING:
     from perdure.runtime.runtime import ActorRuntime
@@ -99,17 +99,18 @@ class ActorInstance:
         self.commits = CommitPipeline(
             runtime.store,
             record.actor_id,
+            self,
             last_state=record.state,
             # A claimed generation fences every commit; otherwise the start commit
             # stores it (see start()).
             fence=self.generation if claimed else None,
-            encode_state=self._encode_state,
-            state_written=self._state_written,
+            state_written=self._state_written if "on_state_change" in definition.hooks else None,
             on_failure=self._write_failed,
         )
         self.activity = ActivityTracker(
+            self,
             sleep_timeout=self.options.sleep_timeout,
-            may_sleep=self._may_sleep,
+            no_sleep=self.options.no_sleep,
             connections=self.conns,
             sleep=functools.partial(runtime.schedule_stop, self, "sleep"),
         )
@@ -310,7 +311,8 @@ class ActorInstance:
             return self.workflow_status()
         spec = self.definition.find_action(name, len(args))
         self._check_running()
-        self.enter()
+        activity = self.activity  # the hot path: straight to the tracker and the pipeline
+        activity.enter()
         try:
             context = ActionContext(self, conn)
             try:
@@ -321,7 +323,7 @@ class ActorInstance:
                 if hook is not None:
                     output = await call_hook(hook, context, name, args, output)
             finally:
-                flushed = self.request_flush()
+                flushed = self.commits.request_flush()
             await flushed
             return output
         except (PerdureError, asyncio.CancelledError):
@@ -330,7 +332,7 @@ class ActorInstance:
             self.log.exception("action %s failed", name)
             raise InternalError() from exc
         finally:
-            self.leave()
+            activity.leave()
 
     async def _await_action(self, name: str, awaitable: Awaitable[Any]) -> Any:
         timeout = self.options.action_timeout
@@ -450,14 +452,10 @@ class ActorInstance:
         requested in one event-loop tick share one commit)."""
         return self.commits.request_flush()
 
-    def _encode_state(self) -> bytes:
-        return encode_value(self.state, what="state", owner=self.label)
-
     def _state_written(self) -> None:
-        hook = self.definition.hooks.get("on_state_change")
-        if hook is not None and self.status == "running":
+        if self.status == "running":
             try:
-                hook(self.context, self.state)
+                self.definition.hooks["on_state_change"](self.context, self.state)
             except Exception:
                 self.log.exception("on_state_change failed")
 
@@ -483,9 +481,6 @@ class ActorInstance:
     def leave(self) -> None:
         """Mark the end of such work (the sleep timer starts once nothing is left)."""
         self.activity.leave()
-
-    def _may_sleep(self) -> bool:
-        return self.status == "running" and not self.options.no_sleep
 
     def __repr__(self) -> str:
         return f"ActorInstance({self.name}/{self.actor_id}, {self.status})"

@@ -2,20 +2,19 @@
 
 :class:`~perdure.workflows.port.WorkflowHost` says what the engine needs; this adapter
 answers it from an :class:`ActorInstance`, its commit pipeline, queue and activity
-tracker. What a step reaches (state, vars, ``client()``, ``keep_awake``, ``wait_until``,
-``destroy``) is what hooks reach through ``c``: the adapter hands over the actor's context.
-It holds no state of its own.
+tracker. It holds no state of its own: what the engine calls on every step (staging
+history, flushing, events) is bound once to the instance's own methods, so the port
+costs the hot path nothing.
 """
 
 from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Awaitable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from perdure.runtime.context import AbortSignal, ActorContext
-from perdure.workflows.port import MessageQueue
+from perdure.runtime.context import AbortSignal
+from perdure.workflows.port import ActorClient, MessageQueue
 
 if TYPE_CHECKING:
     from perdure.runtime.instance import ActorInstance
@@ -39,24 +38,23 @@ class ActorWorkflowHost:
         self.label = instance.label
         self.log = instance.log
         self.abort: AbortSignal = instance.abort
-        self.actor: ActorContext = instance.context
-        self._commits = instance.commits
+        self.actor = instance  # the state and vars, read where they live
         self._activity = instance.activity
         self._clock = instance.runtime.clock
+        # Called on every step: bound straight to what does the work.
+        self.write_history = instance.commits.write_history
+        self.flush = instance.commits.flush_now
+        self.validate_event = instance.definition.validate_event
+        self.send_event = instance.send_event
+        # What a step's context offers, as ``c`` does.
+        self.keep_awake = instance.activity.keep_awake
+        self.wait_until = instance.activity.wait_until
 
     # ------------------------------------------------------------------ history
 
     async def load_history(self) -> dict[str, bytes]:
         """The actor's stored workflow history."""
         return await self._instance.runtime.store.load_history(self.actor_id)
-
-    def write_history(self, puts: Mapping[str, bytes], deletes: Iterable[str]) -> None:
-        """Stage history writes in the actor's next commit."""
-        self._commits.write_history(puts, deletes)
-
-    def flush(self) -> Awaitable[None]:
-        """Commit now; resolves once durable."""
-        return self._commits.flush_now()
 
     # ------------------------------------------------------- queue and events
 
@@ -70,14 +68,6 @@ class ActorWorkflowHost:
         queue = self._instance.queue
         assert queue is not None  # an actor with queues has one while awake
         return queue
-
-    def validate_event(self, name: str, args: list[Any]) -> None:
-        """Check an event against the actor's definition."""
-        self._instance.definition.validate_event(name, args)
-
-    def send_event(self, name: str, args: list[Any]) -> None:
-        """Deliver a committed event to subscribed connections."""
-        self._instance.send_event(name, args)
 
     # ------------------------------------------------------- time and waiting
 
@@ -113,3 +103,13 @@ class ActorWorkflowHost:
                 await result
         except Exception:
             self.log.exception("on_error failed")
+
+    # ------------------------------------------------------- the step context
+
+    def client(self) -> ActorClient:
+        """An in-process client for calling other actors."""
+        return self._instance.runtime.client()
+
+    def destroy(self) -> None:
+        """Destroy the actor after the caller returns."""
+        self._instance.request_stop("destroy")

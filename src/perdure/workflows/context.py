@@ -274,7 +274,7 @@ class StepContext(_ActorIdentity):
 
     def __init__(self, host: WorkflowHost, location: str) -> None:
         self._host = host
-        self._actor = host.actor
+        self._data = host.actor
         self._identity = host
         self.location = location
         self._live = True
@@ -297,23 +297,23 @@ class StepContext(_ActorIdentity):
     def state(self) -> Any:
         """The actor's state (committed together with the step)."""
         self._check("state")
-        return self._actor.state
+        return self._data.state
 
     @state.setter
     def state(self, value: Any) -> None:
         self._check("state")
-        self._actor.state = value
+        self._data.state = value
 
     @property
     def vars(self) -> Any:
         """The actor's ephemeral vars."""
         self._check("vars")
-        return self._actor.vars
+        return self._data.vars
 
     @vars.setter
     def vars(self, value: Any) -> None:
         self._check("vars")
-        self._actor.vars = value
+        self._data.vars = value
 
     def broadcast(self, name: str, *args: Any) -> None:
         """Broadcast an event; it leaves only after the step's commit."""
@@ -330,22 +330,22 @@ class StepContext(_ActorIdentity):
     def client(self) -> ActorClient:
         """A client for calling other actors."""
         self._check("client")
-        return self._actor.client()
+        return self._host.client()
 
     def keep_awake(self, awaitable: Awaitable[T]) -> Awaitable[T]:
         """Keep the actor awake while ``awaitable`` runs."""
         self._check("keep_awake")
-        return self._actor.keep_awake(awaitable)
+        return self._host.keep_awake(awaitable)
 
     def wait_until(self, awaitable: Awaitable[T]) -> Awaitable[T]:
         """Make shutdown wait for ``awaitable``."""
         self._check("wait_until")
-        return self._actor.wait_until(awaitable)
+        return self._host.wait_until(awaitable)
 
     def destroy(self) -> None:
         """Destroy the actor after this step."""
         self._check("destroy")
-        self._actor.destroy()
+        self._host.destroy()
 
 
 class _StepQueue:

@@ -93,12 +93,11 @@ class RunnerCore:
         if not changed and not deleted:
             return
         owner = self.host.label
-        puts = {
-            location: encode_value(
+        puts: dict[str, bytes] = {}
+        for location, entry in changed.items():
+            puts[location] = encode_value(
                 entry.to_record(), what=f"workflow entry `{location}`", owner=owner
             )
-            for location, entry in changed.items()
-        }
         self.host.write_history(puts, deleted)
 
     async def commit(self) -> None:

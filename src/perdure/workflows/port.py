@@ -23,6 +23,7 @@ from perdure.store.base import QueueMessageRecord
 __all__ = [
     "AbortSignal",
     "ActorClient",
+    "ActorData",
     "ActorIdentity",
     "MessageQueue",
     "StepHost",
@@ -133,14 +134,17 @@ class MessageQueue(Protocol):
         ...
 
 
-class StepHost(Protocol):
-    """The actor data and powers a running step reaches through its step context (the
-    runtime hands over the context ``c`` its hooks get, which has all of them)."""
+class ActorData(Protocol):
+    """The actor's data, which a running step reads and changes."""
 
     state: Any
     """The actor's durable state (committed with the step)."""
     vars: Any
     """The actor's ephemeral vars."""
+
+
+class StepHost(Protocol):
+    """The powers a running step reaches through its step context."""
 
     def client(self) -> ActorClient:
         """A client for calling other actors."""
@@ -159,12 +163,12 @@ class StepHost(Protocol):
         ...
 
 
-class WorkflowHost(ActorIdentity, WorkflowHistory, Protocol):
+class WorkflowHost(ActorIdentity, WorkflowHistory, StepHost, Protocol):
     """Everything the engine needs from the actor that runs the workflow."""
 
     @property
-    def actor(self) -> StepHost:
-        """What a running step reaches (state, vars, ``client()`` …)."""
+    def actor(self) -> ActorData:
+        """The actor's state and vars (read on every access: a step may replace them)."""
         ...
 
     @property
