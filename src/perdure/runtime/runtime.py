@@ -151,11 +151,13 @@ class ActorRuntime:
         if record is not None:
             return record.actor_id, False
         pending = self._creating.get((name, parts))
-        if pending is not None:
-            return await asyncio.shield(pending), False
         try:
+            if pending is not None:
+                return await asyncio.shield(pending), False
             return await self._create(name, parts, input), True
         except ActorAlreadyExists:
+            # Created meanwhile by a creation that had already finished when this one, or
+            # the one it waited for, looked: the actor exists, so this is a get.
             found = await self.store.find_actor(name, parts)
             if found is None:
                 raise
