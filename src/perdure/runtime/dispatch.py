@@ -165,6 +165,12 @@ class ActorDispatch:
         )
         return ActorRef(self._runtime, actor_id)
 
+    async def perform_in(self, instance: ActorInstance, operation: Operation) -> Any:
+        """Perform an operation that an actor starts on itself (a schedule fire): the
+        same path as a ref's, pinned to that instance, so that a fire racing a stop
+        fails with the instance instead of waking a newer one."""
+        return await _run(instance, operation, None)
+
     def ref(self, actor_id: str) -> ActorRef:
         """The ref of the actor with this id (not checked until it is used)."""
         return ActorRef(self._runtime, actor_id)

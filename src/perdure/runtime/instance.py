@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Literal
 
-from perdure.definition import MISSING, ActorDefinition
+from perdure.definition import MISSING, WORKFLOW_STATUS_ACTION, ActorDefinition
 from perdure.errors import (
     ActionTimedOut,
     ActorAborted,
@@ -43,7 +43,6 @@ if TYPE_CHECKING:
 __all__ = ["WORKFLOW_STATUS_ACTION", "ActorInstance", "StopReason"]
 
 # A built-in action of workflow actors: the workflow's status, for clients.
-WORKFLOW_STATUS_ACTION = "$workflow"
 
 
 StopReason = Literal["sleep", "destroy", "shutdown"]
@@ -303,11 +302,7 @@ class ActorInstance:
 
     async def call_action(self, name: str, args: list[Any], conn: Connection | None = None) -> Any:
         """Run action ``name``; return its output once its state changes are durable."""
-        if (
-            name == WORKFLOW_STATUS_ACTION
-            and self.definition.kind == "workflow"
-            and name not in self.definition.actions
-        ):
+        if self.definition.is_status_action(name):
             return self.workflow_status()
         spec = self.definition.find_action(name, len(args))
         self._check_running()

@@ -38,6 +38,7 @@ from perdure.errors import ActionNotFound, ActorAborted, ActorNotFound, PerdureE
 from perdure.runtime.alarms import PREWAKE_MS
 from perdure.runtime.cadence import next_cron_after, next_every_after
 from perdure.runtime.clock import sleep_until_or_event
+from perdure.runtime.dispatch import CallAction
 from perdure.runtime.schedule_info import ScheduledFireInfo, ScheduleKind
 from perdure.store.base import ScheduleFireRecord, ScheduleRecord
 from perdure.store.codec import decode_value, encode_value
@@ -325,7 +326,8 @@ class ScheduleManager:
         action = run.job.action
         try:
             args = [*decode_value(run.job.args), run.info]
-            await self.instance.call_action(action, args)
+            dispatch = self.instance.runtime.dispatch
+            await dispatch.perform_in(self.instance, CallAction(action, args))
         except ActionNotFound as exc:  # gone since the claim checked it
             self.remove(run.job.id)
             return _error_info(exc)
