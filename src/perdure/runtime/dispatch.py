@@ -82,7 +82,9 @@ class ActorAddress:
         return cls(actor_id=actor_id)
 
 
-@dataclass(frozen=True, slots=True)
+# Operations are built for every request: plain slotted dataclasses, because a frozen one
+# pays object.__setattr__ per field. Treat them as immutable all the same.
+@dataclass(slots=True)
 class CallAction:
     """Call action ``action`` with positional ``args``."""
 
@@ -90,7 +92,7 @@ class CallAction:
     args: list[Any]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class SendMessage:
     """Send ``body`` to queue ``queue``; with ``wait``, wait (up to ``timeout`` seconds)
     for the receiver to complete it. ``validated``: the body has been checked already."""
@@ -230,7 +232,7 @@ class ActorRef:
 
     async def _instance(self) -> ActorInstance:
         instance = await self._runtime.running_instance(self.actor_id)
-        self.identity = ActorIdentity(instance.actor_id, instance.key, instance.generation)
+        self.identity = instance.identity
         return instance
 
     async def perform(self, operation: Operation, *, params: Any = NO_CONNECTION) -> Any:
@@ -300,7 +302,7 @@ class ConnectionRef:
     def __init__(self, instance: ActorInstance, conn: Connection) -> None:
         self._instance = instance
         self._conn = conn
-        self.identity = ActorIdentity(instance.actor_id, instance.key, instance.generation)
+        self.identity = instance.identity
 
     @property
     def id(self) -> str:

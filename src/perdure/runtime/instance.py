@@ -30,6 +30,7 @@ from perdure.runtime.activity import ActivityTracker
 from perdure.runtime.commits import CommitPipeline
 from perdure.runtime.connections import Connection, Transport
 from perdure.runtime.context import AbortSignal, ActionContext, ActorContext
+from perdure.runtime.dispatch import ActorIdentity
 from perdure.runtime.queue import ActorQueue
 from perdure.runtime.schedule import ScheduleManager
 from perdure.runtime.tasks import TaskOwner
@@ -83,6 +84,8 @@ class ActorInstance:
         self.label = f"{record.name}/{record.actor_id}"  # names the actor in errors
         self.key = record.key
         self.generation = record.generation if claimed else record.generation + 1
+        # Who answers requests served by this instance (headers, error bodies): built once.
+        self.identity = ActorIdentity(self.actor_id, self.key, self.generation)
         self._claimed = claimed
         self.record = record
         self.state: Any = None
