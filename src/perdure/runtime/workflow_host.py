@@ -10,10 +10,10 @@ costs the hot path nothing.
 from __future__ import annotations
 
 import asyncio
-import inspect
 from typing import TYPE_CHECKING, Any
 
 from perdure.runtime.context import AbortSignal
+from perdure.runtime.instance import call_hook
 from perdure.workflows.port import ActorClient, MessageQueue
 
 if TYPE_CHECKING:
@@ -98,9 +98,7 @@ class ActorWorkflowHost:
         if hook is None:
             return
         try:
-            result = hook(instance.context, event)
-            if inspect.isawaitable(result):
-                await result
+            await call_hook(hook, instance.context, event)
         except Exception:
             self.log.exception("on_error failed")
 

@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from typing import Any, Protocol
 
 from perdure.errors import ActorNotFound, InternalError, InvalidRequest
-from perdure.store.base import ActorRecord
+from perdure.store.base import ActorRecord, Lease
 
 __all__ = [
     "StoreClosed",
@@ -18,6 +18,7 @@ __all__ = [
     "actor_id_taken",
     "actor_missing",
     "check_ttl",
+    "lease_from_rows",
     "lease_is_live",
     "normalize_record",
     "settle_ops",
@@ -97,3 +98,12 @@ def lease_is_live(owner_node: str | None, expires_at: int | None, now: int) -> b
     """Whether a stored lease keeps other nodes out at ``now`` (the SQL backends say the
     same in their statements: ``owner_node IS NOT NULL AND lease_expires_at > now``)."""
     return owner_node is not None and expires_at is not None and expires_at > now
+
+
+def lease_from_rows(actor_id: str, rows: list[Any]) -> Lease | None:
+    """The lease of a ``SELECT generation, owner_node, lease_expires_at`` read (rows of an
+    actor that has an owner), or ``None`` when it found none."""
+    if not rows:
+        return None
+    generation, owner, expires_at = rows[0]
+    return Lease(actor_id, owner, generation, expires_at)

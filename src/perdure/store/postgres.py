@@ -55,7 +55,7 @@ from perdure.store._postgres_sql import (
     record_from_row,
 )
 from perdure.store._postgres_writer import PostgresWriter
-from perdure.store._shared import StoreClosed, check_ttl
+from perdure.store._shared import StoreClosed, check_ttl, lease_from_rows
 from perdure.store.base import (
     ActorCommit,
     ActorRecord,
@@ -363,11 +363,7 @@ class PostgresStore(Store):
 
     async def get_lease(self, actor_id: str) -> Lease | None:
         """The lease recorded on the actor, or ``None``."""
-        rows = await self._rows(GET_LEASE, (actor_id,))
-        if not rows:
-            return None
-        generation, owner, expires_at = rows[0]
-        return Lease(actor_id, owner, generation, expires_at)
+        return lease_from_rows(actor_id, await self._rows(GET_LEASE, (actor_id,)))
 
     async def claim_due_actors(
         self, node_id: str, until: int, limit: int, ttl_ms: int, *, now: int | None = None

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from perdure.keys import Key, deserialize_key, serialize_key
-from perdure.store._shared import StoreClosed, check_ttl, wall_clock_ms
+from perdure.store._shared import StoreClosed, check_ttl, lease_from_rows, wall_clock_ms
 from perdure.store._sqlite_lease import AcquireOp, ClaimDueOp, ClaimOp, ReleaseOp, RenewOp
 from perdure.store._sqlite_lock import DataLock, acquire_data_lock, lock_file_for
 from perdure.store._sqlite_ops import CallOp, CommitOp, CreateOp, DeleteOp, WriteOp
@@ -262,11 +262,7 @@ class SQLiteStore(Store):
 
     async def get_lease(self, actor_id: str) -> Lease | None:
         """The lease recorded on the actor, or ``None``."""
-        rows = self._rows(_GET_LEASE, (actor_id,))
-        if not rows:
-            return None
-        generation, owner, expires_at = rows[0]
-        return Lease(actor_id, owner, generation, expires_at)
+        return lease_from_rows(actor_id, self._rows(_GET_LEASE, (actor_id,)))
 
     async def claim_due_actors(
         self, node_id: str, until: int, limit: int, ttl_ms: int, *, now: int | None = None
