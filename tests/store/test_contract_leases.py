@@ -251,7 +251,7 @@ async def test_watching_wakeups_reports_earlier_alarms_where_others_write(store:
     assert seen == expected
 
 
-async def test_a_closed_store_refuses_ownership_calls(
+async def test_a_closed_store_refuses_ownership_and_membership_calls(
     store_factory: StoreFactory, tmp_path: Path
 ) -> None:
     closed = store_factory(tmp_path)
@@ -263,6 +263,12 @@ async def test_a_closed_store_refuses_ownership_calls(
         closed.get_lease("a1"),
         closed.claim_due_actors("n1", NOW, 10, 1_000),
         closed.watch_wakeups(print),
+        closed.renew_leases([lease], 1_000),
+        closed.renew_leases([], 1_000),
+        closed.register_node("n1", "http://n1:6420", 1_000),
+        closed.heartbeat_node("n1", 1_000),
+        closed.deregister_node("n1"),
+        closed.list_nodes(),
     ]
     for call in calls:
         with pytest.raises(StoreClosed):

@@ -16,6 +16,7 @@ import pytest
 
 from perdure.store import ActorCommit, ActorRecord, SQLiteStore, Store
 from perdure.store._sqlite_checkpoint import FALLBACK_AUTOCHECKPOINT_PAGES
+from perdure.store._sqlite_nodes import LIST_NODES
 from perdure.store._sqlite_ops import CallOp, CommitOp, CreateOp, DeleteOp
 from perdure.store._sqlite_writer import GroupCommitWriter
 from perdure.store.migrations import (
@@ -188,15 +189,23 @@ async def test_a_failing_migration_leaves_nothing_behind(tmp_path: Path) -> None
     assert "actors" not in tables  # everything pending is applied in one transaction
 
 
+def _database_of_schema(path: Path, version: int, *statements: str) -> None:
+    """A database migrated up to ``version`` only, then ``statements``."""
+    with raw(path) as db:
+        apply_sqlite_migrations(db, MIGRATIONS[:version])
+        for statement in statements:
+            db.execute(statement)
+
+
 async def test_a_database_of_schema_2_loses_its_second_fencing_counter(tmp_path: Path) -> None:
     path = tmp_path / "db.sqlite"
-    with raw(path) as db:
-        apply_sqlite_migrations(db, MIGRATIONS[:2])
-        db.execute(
-            "INSERT INTO actors (actor_id, name, key, created_at, generation, state,"
-            " owner_node, lease_generation, lease_expires_at)"
-            " VALUES ('a1', 'counter', 'a1', 1000, 5, x'73', 'n1', 9, 1234)"
-        )
+    _database_of_schema(
+        path,
+        2,
+        "INSERT INTO actors (actor_id, name, key, created_at, generation, state,"
+        " owner_node, lease_generation, lease_expires_at)"
+        " VALUES ('a1', 'counter', 'a1', 1000, 5, x'73', 'n1', 9, 1234)",
+    )
     async with opened(path) as store:
         assert await store.get_actor("a1") == record("a1", generation=5, state=b"s")
         lease = await store.get_lease("a1")
@@ -206,6 +215,32 @@ async def test_a_database_of_schema_2_loses_its_second_fencing_counter(tmp_path:
         columns = {row[1] for row in db.execute("PRAGMA table_info(actors)")}
     assert "lease_generation" not in columns
     assert {"generation", "owner_node", "lease_expires_at"} <= columns
+
+
+async def test_a_database_of_schema_3_gains_the_nodes_table_and_owner_index(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "db.sqlite"
+    _database_of_schema(
+        path,
+        3,
+        "INSERT INTO actors (actor_id, name, key, created_at, owner_node, lease_expires_at)"
+        " VALUES ('a1', 'counter', 'a1', 1000, 'n1', 9999999999999)",
+    )
+    async with opened(path) as store:
+        node = await store.register_node("n1", "http://n1:6420", 60_000)
+        # What `perdure nodes` does beside a running server: a store without the lock.
+        async with opened(path, exclusive=False) as reader:
+            [listed] = await reader.list_nodes()
+    assert (listed.node_id, listed.address, listed.expires_at) == (
+        "n1",
+        "http://n1:6420",
+        node.expires_at,
+    )
+    assert listed.actors == 1
+    with raw(path) as db:
+        plan = db.execute(f"EXPLAIN QUERY PLAN {LIST_NODES}", (0, 0, 0)).fetchall()
+    assert "actors_owner_node" in str(plan), plan
 
 
 async def test_a_newer_schema_is_refused(tmp_path: Path) -> None:

@@ -27,7 +27,9 @@ from perdure.store.errors import ActorOwnedElsewhere, LeaseLost
 
 __all__ = [
     "CLAIM_DUE",
+    "CLOCK",
     "GET_LEASE",
+    "RENEW",
     "AcquireOp",
     "ClaimOp",
     "ReleaseOp",
@@ -36,7 +38,8 @@ __all__ = [
 ]
 
 _T_COLUMNS = ", ".join("t." + column for column in ACTOR_COLUMNS.split(", "))
-_CLOCK: LiteralString = (
+# The store's clock as CTE `c`: the caller's `now`, else the database's.
+CLOCK: LiteralString = (
     "c AS (SELECT COALESCE(%(now)s::bigint,"
     " (extract(epoch FROM clock_timestamp()) * 1000)::bigint) AS ms)"
 )
@@ -53,14 +56,14 @@ _LOCK: LiteralString = (
 _TAKE_RESULT: LiteralString = " SELECT u.*, l.was_owner, l.was_until FROM l LEFT JOIN u ON true"
 
 _CLAIM: LiteralString = (
-    f"WITH {_CLOCK}, {_LOCK},"
+    f"WITH {CLOCK}, {_LOCK},"
     " u AS (UPDATE actors AS t SET generation = t.generation + 1, owner_node = NULL,"
     f" lease_expires_at = NULL FROM l, c WHERE t.actor_id = l.locked AND {_FREE}"
     f" RETURNING {_T_COLUMNS})" + _TAKE_RESULT
 )
 
 _ACQUIRE: LiteralString = (
-    f"WITH {_CLOCK}, {_LOCK},"
+    f"WITH {CLOCK}, {_LOCK},"
     " u AS (UPDATE actors AS t SET generation = t.generation + 1, owner_node = %(node)s,"
     " lease_expires_at = c.ms + %(ttl)s FROM l, c WHERE t.actor_id = l.locked"
     f" AND (t.owner_node = %(node)s OR {_FREE}) RETURNING {_T_COLUMNS}, t.lease_expires_at)"
@@ -70,8 +73,9 @@ _ACQUIRE: LiteralString = (
 _CURRENT: LiteralString = (
     "t.actor_id = %(actor_id)s AND t.generation = %(generation)s AND t.owner_node = %(node)s"
 )
-_RENEW: LiteralString = (
-    f"WITH {_CLOCK} UPDATE actors AS t SET lease_expires_at = c.ms + %(ttl)s FROM c"
+# One row (the new expiry) if the lease is still current; waits for the row's lock.
+RENEW: LiteralString = (
+    f"WITH {CLOCK} UPDATE actors AS t SET lease_expires_at = c.ms + %(ttl)s FROM c"
     f" WHERE {_CURRENT} RETURNING t.lease_expires_at"
 )
 # A statement that always answers one row (the writer reads one per operation).
@@ -172,7 +176,7 @@ class RenewOp(WriteOp):
             "ttl": ttl_ms,
             "now": now,
         }
-        super().__init__(future, _RENEW, params)
+        super().__init__(future, RENEW, params)
         self.lease = lease
 
     def read(self, row: tuple[Any, ...] | None) -> None:

@@ -1,16 +1,16 @@
 """Pieces every backend shares: the closed-store error, the contract's error messages,
-settling the futures of written operations, and lease arithmetic."""
+settling the futures of written operations, lease arithmetic and node records."""
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 from perdure.errors import ActorNotFound, InternalError, InvalidRequest
-from perdure.store.base import ActorRecord, Lease
+from perdure.store.base import ActorRecord, Lease, NodeRecord
 
 __all__ = [
     "StoreClosed",
@@ -20,7 +20,10 @@ __all__ = [
     "check_ttl",
     "lease_from_rows",
     "lease_is_live",
+    "new_node",
+    "node_from_row",
     "normalize_record",
+    "renewed_leases",
     "settle_ops",
     "wall_clock_ms",
 ]
@@ -89,9 +92,9 @@ def wall_clock_ms() -> int:
 
 
 def check_ttl(ttl_ms: int) -> None:
-    """A lease lasts a positive number of milliseconds."""
+    """A lease (or a node's heartbeat) lasts a positive number of milliseconds."""
     if ttl_ms <= 0:
-        raise ValueError(f"a lease's ttl_ms must be positive, not {ttl_ms}")
+        raise ValueError(f"ttl_ms must be positive, not {ttl_ms}")
 
 
 def lease_is_live(owner_node: str | None, expires_at: int | None, now: int) -> bool:
@@ -107,3 +110,37 @@ def lease_from_rows(actor_id: str, rows: list[Any]) -> Lease | None:
         return None
     generation, owner, expires_at = rows[0]
     return Lease(actor_id, owner, generation, expires_at)
+
+
+LeaseKey = tuple[str, str, int]
+
+
+def renewed_leases(leases: Sequence[Lease], expiries: Mapping[LeaseKey, int]) -> list[Lease]:
+    """What :meth:`Store.renew_leases` returns: each of ``leases`` whose ``(actor_id,
+    node_id, generation)`` is in ``expiries``, with that new expiry, in the order given
+    and each once."""
+    renewed: list[Lease] = []
+    seen: set[LeaseKey] = set()
+    for lease in leases:
+        key = (lease.actor_id, lease.node_id, lease.generation)
+        expires_at = expiries.get(key)
+        if expires_at is not None and key not in seen:
+            seen.add(key)
+            renewed.append(Lease(*key, expires_at))
+    return renewed
+
+
+def new_node(node_id: str, address: str, ttl_ms: int, now: int) -> NodeRecord:
+    """The record of a node (re)registered at ``now`` (memory and SQLite)."""
+    check_ttl(ttl_ms)
+    return NodeRecord(node_id, address, now, now, now + ttl_ms)
+
+
+def node_from_row(row: Sequence[Any]) -> NodeRecord:
+    """The record of a row ``node_id, address, started_at, heartbeat_at, expires_at,
+    draining`` (an integer on SQLite), optionally followed by the count of actors."""
+    node_id, address, started_at, heartbeat_at, expires_at, draining = row[:6]
+    actors = row[6] if len(row) > 6 else 0
+    return NodeRecord(
+        node_id, address, started_at, heartbeat_at, expires_at, bool(draining), actors
+    )

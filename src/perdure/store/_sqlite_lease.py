@@ -18,7 +18,7 @@ from perdure.store._sqlite_ops import WriteOp
 from perdure.store.base import Lease
 from perdure.store.errors import ActorOwnedElsewhere, LeaseLost
 
-__all__ = ["AcquireOp", "ClaimDueOp", "ClaimOp", "ReleaseOp", "RenewOp"]
+__all__ = ["AcquireOp", "ClaimDueOp", "ClaimOp", "ReleaseOp", "RenewLeasesOp", "RenewOp"]
 
 # The lease keeps other nodes out while `owner_node IS NOT NULL AND lease_expires_at > now`.
 _FREE = "(owner_node IS NULL OR lease_expires_at IS NULL OR lease_expires_at <= ?)"
@@ -95,6 +95,7 @@ class AcquireOp(WriteOp):
 
 
 _CURRENT = "actor_id = ? AND generation = ? AND owner_node = ?"
+_RENEW = f"UPDATE actors SET lease_expires_at = ? WHERE {_CURRENT}"
 
 
 class RenewOp(WriteOp):
@@ -110,10 +111,30 @@ class RenewOp(WriteOp):
     def apply(self, db: sqlite3.Connection) -> None:
         lease = self.lease
         params = (self.expires_at, lease.actor_id, lease.generation, lease.node_id)
-        if db.execute(f"UPDATE actors SET lease_expires_at = ? WHERE {_CURRENT}", params).rowcount:
+        if db.execute(_RENEW, params).rowcount:
             self.result = self.expires_at
         else:
             self.error = LeaseLost(lease.actor_id, lease.node_id, lease.generation)
+
+
+class RenewLeasesOp(WriteOp):
+    """:meth:`Store.renew_leases`: the result maps each renewed lease's ``(actor_id,
+    node_id, generation)`` to its new ``expires_at``."""
+
+    __slots__ = ("expires_at", "leases")
+
+    def __init__(self, future: asyncio.Future[Any], leases: list[Lease], expires_at: int) -> None:
+        super().__init__(future)
+        self.leases = leases
+        self.expires_at = expires_at
+
+    def apply(self, db: sqlite3.Connection) -> None:
+        renewed: dict[tuple[str, str, int], int] = {}
+        for lease in self.leases:
+            params = (self.expires_at, lease.actor_id, lease.generation, lease.node_id)
+            if db.execute(_RENEW, params).rowcount:
+                renewed[(lease.actor_id, lease.node_id, lease.generation)] = self.expires_at
+        self.result = renewed
 
 
 class ReleaseOp(WriteOp):

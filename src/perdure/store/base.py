@@ -42,13 +42,19 @@ A lease is live while ``now < expires_at``. ``now`` is the store's clock: Postgr
 (``clock_timestamp()``, the one clock every node shares), wall-clock milliseconds for
 memory and SQLite (one process owns those). Each lease method takes an explicit ``now``
 for tests. An expired lease still fences: it only stops refusing other nodes.
+:meth:`Store.renew_leases` renews many leases at once (a node's heartbeat).
+
+Membership. The server processes of a cluster register themselves as nodes
+(:class:`NodeRecord`: id, address, expiry) and heartbeat to stay alive; a node whose
+``expires_at`` has passed (on the same store clock) is dead to the others. Membership
+does not fence anything: only leases and generations do.
 """
 
 from __future__ import annotations
 
 import asyncio
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -59,6 +65,7 @@ __all__ = [
     "ActorRecord",
     "Durability",
     "Lease",
+    "NodeRecord",
     "QueueMessageRecord",
     "ScheduleFireRecord",
     "ScheduleRecord",
@@ -99,6 +106,28 @@ class Lease:
     node_id: str
     generation: int
     expires_at: int
+
+
+@dataclass(frozen=True, slots=True)
+class NodeRecord:
+    """One server process of a cluster as registered in the store.
+
+    Times are epoch ms on the store's clock (see the module docstring). ``address`` is
+    the URL its peers reach it at (``"http://10.0.0.5:6420"``); ``started_at`` is its
+    (re)registration, ``heartbeat_at`` its last heartbeat, and after ``expires_at``
+    (``heartbeat_at`` plus the ttl it asked for) it is dead to the others. A
+    ``draining`` node is still alive but takes no new actors. ``actors`` counts the
+    actors on which it holds an unexpired lease: filled by :meth:`Store.list_nodes`,
+    0 elsewhere.
+    """
+
+    node_id: str
+    address: str
+    started_at: int
+    heartbeat_at: int
+    expires_at: int
+    draining: bool = False
+    actors: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -304,6 +333,22 @@ class Store(ABC):
         """
 
     @abstractmethod
+    async def renew_leases(
+        self, leases: Sequence[Lease], ttl_ms: int, *, now: int | None = None
+    ) -> list[Lease]:
+        """Renew many leases at once, each as :meth:`renew_lease` would; return those
+        renewed (with their new ``expires_at``), in the order given, each once.
+
+        A lease missing from the result is lost (taken by another node or instance,
+        released, or its actor deleted): nothing is raised. Each lease is checked
+        against its own ``node_id``, even if they are normally all one node's. ``[]``
+        for no leases, without a round trip; ``ValueError`` unless ``ttl_ms > 0``.
+        Unlike :meth:`renew_lease` it is not ordered after the writes submitted before
+        it (PostgreSQL sends it beside the group-commit writer, so that a node's
+        heartbeat never waits for a large batch of commits).
+        """
+
+    @abstractmethod
     async def release_lease(self, lease: Lease) -> None:
         """Give the actor back: clear its owner if the lease is still the current one.
 
@@ -332,6 +377,47 @@ class Store(ABC):
         is acquired as by :meth:`acquire_lease`. Two nodes (or stores) calling at once
         never receive the same actor, and neither waits for the other. Earliest
         ``wake_at`` first, ties by id; ``[]`` when ``limit <= 0``.
+        """
+
+    # --- membership (see the module docstring) -----------------------------------------
+
+    @abstractmethod
+    async def register_node(
+        self, node_id: str, address: str, ttl_ms: int, *, now: int | None = None
+    ) -> NodeRecord:
+        """Record node ``node_id`` at ``address``, alive until ``now + ttl_ms``.
+
+        An upsert: registering an id again replaces its address and starts it afresh
+        (``started_at = heartbeat_at = now``, not draining). ``ValueError`` unless
+        ``ttl_ms > 0``.
+        """
+
+    @abstractmethod
+    async def heartbeat_node(
+        self, node_id: str, ttl_ms: int, *, draining: bool = False, now: int | None = None
+    ) -> NodeRecord | None:
+        """Keep the node alive until ``now + ttl_ms`` (``heartbeat_at = now``) and set
+        its ``draining`` flag; return its record.
+
+        ``None`` when the node has no row (never registered, or deregistered, or
+        removed by an operator): the caller registers again. ``ValueError`` unless
+        ``ttl_ms > 0``.
+        """
+
+    @abstractmethod
+    async def deregister_node(self, node_id: str) -> None:
+        """Remove the node's row; not an error if there is none. Its leases stay as
+        they are (they expire, or the node releases them first)."""
+
+    @abstractmethod
+    async def list_nodes(
+        self, *, include_dead: bool = False, now: int | None = None
+    ) -> list[NodeRecord]:
+        """The live nodes (``expires_at > now``), ordered by ``node_id``; with
+        ``include_dead`` the expired ones too.
+
+        Each record's ``actors`` counts the actors whose ``owner_node`` is that node
+        with a lease unexpired at ``now`` (served by an index on ``owner_node``).
         """
 
     @abstractmethod

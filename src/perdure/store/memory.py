@@ -8,8 +8,9 @@ so a caller cannot change stored data by mutating what it passed in or got back.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from perdure.errors import ActorAlreadyExists, ActorNotFound
 from perdure.keys import Key
@@ -19,13 +20,16 @@ from perdure.store._shared import (
     actor_missing,
     check_ttl,
     lease_is_live,
+    new_node,
     normalize_record,
+    renewed_leases,
     wall_clock_ms,
 )
 from perdure.store.base import (
     ActorCommit,
     ActorRecord,
     Lease,
+    NodeRecord,
     QueueMessageRecord,
     ScheduleFireRecord,
     ScheduleRecord,
@@ -57,6 +61,8 @@ class MemoryStore(Store):
         self._fires: dict[str, dict[str, dict[int, ScheduleFireRecord]]] = {}
         # actor id -> (owner node, expires_at): the actor row's lease columns
         self._leases: dict[str, tuple[str, int]] = {}
+        # node id -> its registration (``actors`` is counted when listed)
+        self._nodes: dict[str, NodeRecord] = {}
 
     async def open(self) -> None:
         """Mark the store usable. Idempotent."""
@@ -154,6 +160,20 @@ class MemoryStore(Store):
         self._leases[lease.actor_id] = (lease.node_id, now + ttl_ms)
         return dataclasses.replace(lease, expires_at=now + ttl_ms)
 
+    async def renew_leases(
+        self, leases: Sequence[Lease], ttl_ms: int, *, now: int | None = None
+    ) -> list[Lease]:
+        """Extend each of ``leases`` that is still current; return those renewed."""
+        self._check_open()
+        check_ttl(ttl_ms)
+        now = wall_clock_ms() if now is None else now
+        expiries: dict[tuple[str, str, int], int] = {}
+        for lease in leases:
+            if self._is_current(lease):
+                self._leases[lease.actor_id] = (lease.node_id, now + ttl_ms)
+                expiries[(lease.actor_id, lease.node_id, lease.generation)] = now + ttl_ms
+        return renewed_leases(leases, expiries)
+
     async def release_lease(self, lease: Lease) -> None:
         """Clear the owner if ``lease`` is still the current one."""
         self._check_open()
@@ -187,6 +207,55 @@ class MemoryStore(Store):
         )
         return [
             self._take(self._actors[actor_id], node_id, now + ttl_ms) for _, actor_id in due[:limit]
+        ]
+
+    # --- membership ------------------------------------------------------------------
+
+    async def register_node(
+        self, node_id: str, address: str, ttl_ms: int, *, now: int | None = None
+    ) -> NodeRecord:
+        """Record the node, replacing an earlier registration of the same id."""
+        self._check_open()
+        node = new_node(node_id, address, ttl_ms, wall_clock_ms() if now is None else now)
+        self._nodes[node_id] = node
+        return node
+
+    async def heartbeat_node(
+        self, node_id: str, ttl_ms: int, *, draining: bool = False, now: int | None = None
+    ) -> NodeRecord | None:
+        """Keep the node alive until ``now + ttl_ms``; ``None`` if it is not registered."""
+        self._check_open()
+        check_ttl(ttl_ms)
+        now = wall_clock_ms() if now is None else now
+        node = self._nodes.get(node_id)
+        if node is None:
+            return None
+        node = dataclasses.replace(
+            node, heartbeat_at=now, expires_at=now + ttl_ms, draining=draining
+        )
+        self._nodes[node_id] = node
+        return node
+
+    async def deregister_node(self, node_id: str) -> None:
+        """Forget the node, if it is registered."""
+        self._check_open()
+        self._nodes.pop(node_id, None)
+
+    async def list_nodes(
+        self, *, include_dead: bool = False, now: int | None = None
+    ) -> list[NodeRecord]:
+        """The live nodes (all with ``include_dead``) by id, with their live leases."""
+        self._check_open()
+        now = wall_clock_ms() if now is None else now
+        counts = collections.Counter(
+            owner
+            for owner, expires_at in self._leases.values()
+            if lease_is_live(owner, expires_at, now)
+        )
+        return [
+            dataclasses.replace(node, actors=counts[node_id])
+            for node_id, node in sorted(self._nodes.items())
+            if include_dead or node.expires_at > now
         ]
 
     async def watch_wakeups(self, callback: WakeupCallback) -> Callable[[], None]:

@@ -224,10 +224,45 @@ CREATE TABLE schedule_fires (
 _V3_SQLITE = "ALTER TABLE actors DROP COLUMN lease_generation;"
 _V3_POSTGRES = "ALTER TABLE actors DROP COLUMN lease_generation;"
 
+# Design notes for migration 4 (cluster membership):
+# - `nodes` holds one row per server process of a cluster (a few to a few hundred), all
+#   read at each heartbeat, so it has no index but its key. Times are epoch ms on the
+#   store's clock, like the leases; `draining` is 0/1 on SQLite, as `initialized` is.
+# - `list_nodes` counts each node's live leases: the partial index on `owner_node` holds
+#   only actors that have an owner (none on a one-node server, which records none), so
+#   it costs nothing to actors at rest. It leaves out `lease_expires_at` on purpose:
+#   renewing a lease would then change an indexed column, and PostgreSQL could no longer
+#   update the row in place (HOT) at every renewal.
+# - `node_id` has the database's collation (as `owner_node` has, so that the count can use
+#   the index); `list_nodes` orders by byte order explicitly.
+_V4_SQLITE = """
+CREATE TABLE nodes (
+    node_id      TEXT    PRIMARY KEY,
+    address      TEXT    NOT NULL,
+    started_at   INTEGER NOT NULL,
+    heartbeat_at INTEGER NOT NULL,
+    expires_at   INTEGER NOT NULL,
+    draining     INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX actors_owner_node ON actors (owner_node) WHERE owner_node IS NOT NULL;
+"""
+_V4_POSTGRES = """
+CREATE TABLE nodes (
+    node_id      TEXT    PRIMARY KEY,
+    address      TEXT    NOT NULL,
+    started_at   BIGINT  NOT NULL,
+    heartbeat_at BIGINT  NOT NULL,
+    expires_at   BIGINT  NOT NULL,
+    draining     BOOLEAN NOT NULL DEFAULT FALSE
+);
+CREATE INDEX actors_owner_node ON actors (owner_node) WHERE owner_node IS NOT NULL;
+"""
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "actors_queue_history", sqlite=_V1_SQLITE, postgres=_V1_POSTGRES),
     Migration(2, "schedules", sqlite=_V2_SQLITE, postgres=_V2_POSTGRES),
     Migration(3, "one_fencing_counter", sqlite=_V3_SQLITE, postgres=_V3_POSTGRES),
+    Migration(4, "nodes", sqlite=_V4_SQLITE, postgres=_V4_POSTGRES),
 )
 
 

@@ -11,13 +11,15 @@ For several nodes on one database (DESIGN §5) each actor row carries an ownersh
 :mod:`perdure.store.base` and :mod:`perdure.store._postgres_lease`), on the database's
 clock; :meth:`claim_due_actors` hands due actors to one node with ``FOR UPDATE SKIP
 LOCKED``, and :meth:`watch_wakeups` reports alarms set by any node through
-``LISTEN/NOTIFY``.
+``LISTEN/NOTIFY``. Cluster membership (the ``nodes`` table) and the renewal of a node's
+leases go over pooled connections, beside the writer (see
+:mod:`perdure.store._postgres_nodes`).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, LiteralString
 
 import psycopg
@@ -27,6 +29,7 @@ from perdure.keys import Key, serialize_key
 from perdure.store._postgres_lease import (
     CLAIM_DUE,
     GET_LEASE,
+    RENEW,
     AcquireOp,
     ClaimOp,
     ReleaseOp,
@@ -34,6 +37,14 @@ from perdure.store._postgres_lease import (
     lease_from_row,
 )
 from perdure.store._postgres_listen import WakeupListener
+from perdure.store._postgres_nodes import (
+    DEREGISTER_NODE,
+    HEARTBEAT_NODE,
+    LIST_NODES,
+    REGISTER_NODE,
+    RENEW_LEASES,
+    renew_leases_params,
+)
 from perdure.store._postgres_ops import CommitOp, CreateOp, DeleteOp, WriteOp
 from perdure.store._postgres_schema import (
     apply_postgres_migrations,
@@ -55,12 +66,19 @@ from perdure.store._postgres_sql import (
     record_from_row,
 )
 from perdure.store._postgres_writer import PostgresWriter
-from perdure.store._shared import StoreClosed, check_ttl, lease_from_rows
+from perdure.store._shared import (
+    StoreClosed,
+    check_ttl,
+    lease_from_rows,
+    node_from_row,
+    renewed_leases,
+)
 from perdure.store.base import (
     ActorCommit,
     ActorRecord,
     Durability,
     Lease,
+    NodeRecord,
     QueueMessageRecord,
     ScheduleFireRecord,
     ScheduleRecord,
@@ -357,6 +375,31 @@ class PostgresStore(Store):
         renewed: Lease = await self._submit(RenewOp(self._new_future(), lease, ttl_ms, now))
         return renewed
 
+    async def renew_leases(
+        self, leases: Sequence[Lease], ttl_ms: int, *, now: int | None = None
+    ) -> list[Lease]:
+        """Extend each of ``leases`` that is still current: one statement on a pooled
+        connection, beside the writer (see :mod:`perdure.store._postgres_nodes`).
+
+        Leases whose row a transaction holds locked (a commit in flight) are renewed
+        after it, one statement each, once that lock is released.
+        """
+        check_ttl(ttl_ms)
+        self._check_open()
+        if not leases:
+            return []
+        rows = await self._rows(RENEW_LEASES, renew_leases_params(leases, ttl_ms, now))
+        expiries: dict[tuple[str, str, int], int] = {}
+        for actor_id, node_id, generation, expires_at in rows:
+            key = (actor_id, node_id, generation)
+            if expires_at is None and key not in expiries:  # busy
+                params = {"actor_id": actor_id, "node": node_id, "generation": generation}
+                renewed = await self._rows(RENEW, {**params, "ttl": ttl_ms, "now": now})
+                expires_at = renewed[0][0] if renewed else None
+            if expires_at is not None:
+                expiries[key] = expires_at
+        return renewed_leases(leases, expiries)
+
     async def release_lease(self, lease: Lease) -> None:
         """Clear the owner if ``lease`` is still the current one."""
         await self._submit(ReleaseOp(self._new_future(), lease))
@@ -390,6 +433,36 @@ class PostgresStore(Store):
         # Every row taken is due: wake_at is set.
         taken.sort(key=lambda item: (item[0].wake_at or 0, item[0].actor_id))
         return taken
+
+    # --- membership: on pooled connections, beside the writer ---------------------------
+
+    async def register_node(
+        self, node_id: str, address: str, ttl_ms: int, *, now: int | None = None
+    ) -> NodeRecord:
+        """Record the node (an upsert), alive until ``now + ttl_ms`` on the database's clock."""
+        check_ttl(ttl_ms)
+        params = {"node": node_id, "address": address, "ttl": ttl_ms, "now": now}
+        return node_from_row((await self._rows(REGISTER_NODE, params))[0])
+
+    async def heartbeat_node(
+        self, node_id: str, ttl_ms: int, *, draining: bool = False, now: int | None = None
+    ) -> NodeRecord | None:
+        """Keep the node alive until ``now + ttl_ms``; ``None`` if it is not registered."""
+        check_ttl(ttl_ms)
+        params = {"node": node_id, "ttl": ttl_ms, "draining": draining, "now": now}
+        rows = await self._rows(HEARTBEAT_NODE, params)
+        return node_from_row(rows[0]) if rows else None
+
+    async def deregister_node(self, node_id: str) -> None:
+        """Remove the node's row, if there is one."""
+        await self._rows(DEREGISTER_NODE, {"node": node_id})
+
+    async def list_nodes(
+        self, *, include_dead: bool = False, now: int | None = None
+    ) -> list[NodeRecord]:
+        """The live nodes (all with ``include_dead``) by id, with their live leases."""
+        rows = await self._rows(LIST_NODES, {"include_dead": include_dead, "now": now})
+        return [node_from_row(row) for row in rows]
 
     async def watch_wakeups(self, callback: WakeupCallback) -> Callable[[], None]:
         """Call ``callback(wake_at)`` whenever any node commits an earlier alarm (LISTEN).

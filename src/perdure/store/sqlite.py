@@ -19,14 +19,36 @@ from __future__ import annotations
 import asyncio
 import os
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from perdure.keys import Key, deserialize_key, serialize_key
-from perdure.store._shared import StoreClosed, check_ttl, lease_from_rows, wall_clock_ms
-from perdure.store._sqlite_lease import AcquireOp, ClaimDueOp, ClaimOp, ReleaseOp, RenewOp
+from perdure.store._shared import (
+    StoreClosed,
+    check_ttl,
+    lease_from_rows,
+    new_node,
+    node_from_row,
+    renewed_leases,
+    wall_clock_ms,
+)
+from perdure.store._sqlite_lease import (
+    AcquireOp,
+    ClaimDueOp,
+    ClaimOp,
+    ReleaseOp,
+    RenewLeasesOp,
+    RenewOp,
+)
 from perdure.store._sqlite_lock import DataLock, acquire_data_lock, lock_file_for
+from perdure.store._sqlite_nodes import (
+    DEREGISTER_NODE,
+    HEARTBEAT_NODE,
+    LIST_NODES,
+    REGISTER_NODE,
+    StatementOp,
+)
 from perdure.store._sqlite_ops import CallOp, CommitOp, CreateOp, DeleteOp, WriteOp
 from perdure.store._sqlite_writer import GroupCommitWriter, connect
 from perdure.store.base import (
@@ -34,6 +56,7 @@ from perdure.store.base import (
     ActorRecord,
     Durability,
     Lease,
+    NodeRecord,
     QueueMessageRecord,
     ScheduleFireRecord,
     ScheduleRecord,
@@ -256,6 +279,21 @@ class SQLiteStore(Store):
         expires_at: int = await self._submit(RenewOp(self._new_future(), lease, now + ttl_ms))
         return Lease(lease.actor_id, lease.node_id, lease.generation, expires_at)
 
+    async def renew_leases(
+        self, leases: Sequence[Lease], ttl_ms: int, *, now: int | None = None
+    ) -> list[Lease]:
+        """Extend each of ``leases`` that is still current, in one transaction."""
+        check_ttl(ttl_ms)
+        if self._writer is None:
+            raise StoreClosed("SQLite")
+        if not leases:
+            return []
+        now = wall_clock_ms() if now is None else now
+        leases = list(leases)
+        op = RenewLeasesOp(self._new_future(), leases, now + ttl_ms)
+        expiries = await self._submit(op)
+        return renewed_leases(leases, expiries)
+
     async def release_lease(self, lease: Lease) -> None:
         """Clear the owner if ``lease`` is still the current one."""
         await self._submit(ReleaseOp(self._new_future(), lease))
@@ -284,6 +322,39 @@ class SQLiteStore(Store):
             (record, Lease(record.actor_id, node_id, record.generation, expires_at))
             for record in records
         ]
+
+    # --- membership: the nodes table (read by `perdure nodes` from another process) ----
+
+    async def register_node(
+        self, node_id: str, address: str, ttl_ms: int, *, now: int | None = None
+    ) -> NodeRecord:
+        """Record the node, replacing an earlier registration of the same id."""
+        node = new_node(node_id, address, ttl_ms, wall_clock_ms() if now is None else now)
+        params = (node_id, address, node.started_at, node.heartbeat_at, node.expires_at)
+        await self._submit(StatementOp(self._new_future(), REGISTER_NODE, params))
+        return node
+
+    async def heartbeat_node(
+        self, node_id: str, ttl_ms: int, *, draining: bool = False, now: int | None = None
+    ) -> NodeRecord | None:
+        """Keep the node alive until ``now + ttl_ms``; ``None`` if it is not registered."""
+        check_ttl(ttl_ms)
+        now = wall_clock_ms() if now is None else now
+        params = (now, now + ttl_ms, 1 if draining else 0, node_id)
+        rows = await self._submit(StatementOp(self._new_future(), HEARTBEAT_NODE, params))
+        return node_from_row(rows[0]) if rows else None
+
+    async def deregister_node(self, node_id: str) -> None:
+        """Remove the node's row, if there is one."""
+        await self._submit(StatementOp(self._new_future(), DEREGISTER_NODE, (node_id,)))
+
+    async def list_nodes(
+        self, *, include_dead: bool = False, now: int | None = None
+    ) -> list[NodeRecord]:
+        """The live nodes (all with ``include_dead``) by id, with their live leases."""
+        now = wall_clock_ms() if now is None else now
+        rows = self._rows(LIST_NODES, (now, 1 if include_dead else 0, now))
+        return [node_from_row(row) for row in rows]
 
     async def watch_wakeups(self, callback: WakeupCallback) -> Callable[[], None]:
         """Report nothing (see :meth:`Store.watch_wakeups`): one process owns the file,

@@ -1,0 +1,196 @@
+"""The membership part of the store contract (perdure.store.base), run against every
+backend: registering, heartbeating, listing and deregistering nodes, the live-lease
+count of each node, and renewing many leases at once.
+
+As in test_contract_leases.py, times passed as ``now`` are far in the past of the real
+clock (the store's own clock sees them as expired) or relative to each other.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from perdure.store import Lease, NodeRecord, Store
+from perdure.store._shared import wall_clock_ms
+
+from .test_contract import NOW, record
+from .test_contract_leases import LONG, PAST
+
+ADDRESS = "http://10.0.0.5:6420"
+
+
+# --- registering, heartbeating, listing -------------------------------------------------
+
+
+async def test_registered_nodes_are_listed_by_id_while_live(store: Store) -> None:
+    two = await store.register_node("n2", "http://n2:6420", 2_000, now=NOW)
+    one = await store.register_node("n1", ADDRESS, 1_000, now=NOW)
+    assert one == NodeRecord("n1", ADDRESS, NOW, NOW, NOW + 1_000)
+    assert (one.draining, one.actors) == (False, 0)
+    assert two == NodeRecord("n2", "http://n2:6420", NOW, NOW, NOW + 2_000)
+    assert await store.list_nodes(now=NOW + 999) == [one, two]
+    # Dead once expires_at is reached, on the caller's clock …
+    assert await store.list_nodes(now=NOW + 1_000) == [two]
+    assert await store.list_nodes(now=NOW + 2_000) == []
+    assert await store.list_nodes(now=NOW + 2_000, include_dead=True) == [one, two]
+    # … and on the store's own, where NOW is long past.
+    assert await store.list_nodes() == []
+    assert await store.list_nodes(include_dead=True) == [one, two]
+    live = await store.register_node("n0", ADDRESS, LONG)
+    assert live.started_at == live.heartbeat_at
+    assert abs(live.started_at - wall_clock_ms()) < 60_000
+    assert live.expires_at == live.heartbeat_at + LONG
+    assert await store.list_nodes() == [live]
+
+
+async def test_registering_again_replaces_the_node(store: Store) -> None:
+    await store.register_node("n1", ADDRESS, 1_000, now=NOW)
+    await store.heartbeat_node("n1", 1_000, draining=True, now=NOW + 100)
+    again = await store.register_node("n1", "http://10.0.0.6:6420", 5_000, now=NOW + 200)
+    assert again == NodeRecord("n1", "http://10.0.0.6:6420", NOW + 200, NOW + 200, NOW + 5_200)
+    assert not again.draining
+    assert await store.list_nodes(now=NOW + 300, include_dead=True) == [again]
+
+
+async def test_a_heartbeat_extends_the_node_and_sets_draining(store: Store) -> None:
+    await store.register_node("n1", ADDRESS, 1_000, now=NOW)
+    beat = await store.heartbeat_node("n1", 2_000, now=NOW + 900)
+    assert beat == NodeRecord("n1", ADDRESS, NOW, NOW + 900, NOW + 2_900)
+    assert await store.list_nodes(now=NOW + 1_500) == [beat]  # dead without the heartbeat
+    draining = await store.heartbeat_node("n1", 2_000, draining=True, now=NOW + 1_000)
+    assert draining == NodeRecord("n1", ADDRESS, NOW, NOW + 1_000, NOW + 3_000, draining=True)
+    assert await store.list_nodes(now=NOW + 1_500) == [draining]
+    back = await store.heartbeat_node("n1", 2_000, now=NOW + 1_100)
+    assert back is not None
+    assert not back.draining
+    live = await store.heartbeat_node("n1", LONG)
+    assert live is not None
+    assert abs(live.heartbeat_at - wall_clock_ms()) < 60_000
+    assert live.expires_at == live.heartbeat_at + LONG
+    assert await store.list_nodes() == [live]
+
+
+async def test_a_heartbeat_of_an_unknown_node_answers_none_and_registers_nothing(
+    store: Store,
+) -> None:
+    assert await store.heartbeat_node("ghost", 1_000, now=NOW) is None
+    assert await store.heartbeat_node("ghost", 1_000, draining=True) is None
+    assert await store.list_nodes(include_dead=True) == []
+
+
+async def test_deregistering_removes_the_node(store: Store) -> None:
+    await store.register_node("n1", ADDRESS, LONG)
+    two = await store.register_node("n2", ADDRESS, LONG)
+    await store.deregister_node("n1")
+    assert await store.list_nodes(include_dead=True) == [two]
+    await store.deregister_node("n1")  # twice is fine
+    await store.deregister_node("ghost")
+    assert await store.heartbeat_node("n1", LONG) is None  # so the node registers again
+    one = await store.register_node("n1", ADDRESS, LONG)
+    assert await store.list_nodes() == [one, two]
+
+
+async def test_ttls_must_be_positive(store: Store) -> None:
+    with pytest.raises(ValueError, match="ttl_ms"):
+        await store.register_node("n1", ADDRESS, 0)
+    await store.register_node("n1", ADDRESS, 1_000, now=NOW)
+    with pytest.raises(ValueError, match="ttl_ms"):
+        await store.heartbeat_node("n1", -5)
+    with pytest.raises(ValueError, match="ttl_ms"):
+        await store.renew_leases([], 0)
+    [node] = await store.list_nodes(include_dead=True)
+    assert node.expires_at == NOW + 1_000  # the refused heartbeat changed nothing
+
+
+# --- each node's actors -----------------------------------------------------------------
+
+
+async def test_listed_nodes_count_the_actors_they_hold_a_live_lease_on(store: Store) -> None:
+    for actor_id in ("a1", "a2", "a3", "a4", "a5", "a6"):
+        await store.create_actor(record(actor_id))
+    for node_id in ("n1", "n2", "n3"):
+        await store.register_node(node_id, ADDRESS, LONG)
+    await store.acquire_lease("a1", "n1", LONG)
+    _, a2 = await store.acquire_lease("a2", "n1", LONG)
+    await store.acquire_lease("a3", "n1", 1_000, now=PAST)  # expired long ago
+    await store.acquire_lease("a4", "n2", LONG)
+    await store.acquire_lease("a5", "n3", 1_000, now=NOW)
+    await store.acquire_lease("a6", "gone", LONG)  # a node that is not registered
+
+    async def counts(**options: Any) -> dict[str, int]:
+        return {node.node_id: node.actors for node in await store.list_nodes(**options)}
+
+    assert await counts() == {"n1": 2, "n2": 1, "n3": 0}
+    # On the caller's clock: a5's lease is live until NOW + 1_000, a3's is not.
+    assert await counts(now=NOW + 999) == {"n1": 2, "n2": 1, "n3": 1}
+    assert await counts(now=NOW + 1_000) == {"n1": 2, "n2": 1, "n3": 0}
+    await store.release_lease(a2)
+    await store.delete_actor("a1")
+    await store.claim_actor("a3")  # the one-node claim records no owner
+    assert await counts() == {"n1": 0, "n2": 1, "n3": 0}
+    await store.acquire_lease("a3", "n2", LONG)
+    assert await counts() == {"n1": 0, "n2": 2, "n3": 0}
+    await store.heartbeat_node("n2", 1_000, now=NOW)  # n2 is dead, its leases are not
+    assert await counts() == {"n1": 0, "n3": 0}
+    assert await counts(include_dead=True) == {"n1": 0, "n2": 2, "n3": 0}
+
+
+# --- renewing many leases at once -------------------------------------------------------
+
+
+async def test_renew_leases_renews_the_current_ones_and_omits_the_lost(store: Store) -> None:
+    for actor_id in ("a1", "a2", "a3", "a4", "a5", "a6"):
+        await store.create_actor(record(actor_id))
+    # All acquired at PAST, so expired on the store's clock: nobody took a1, a2 or a6 since.
+    _, a1 = await store.acquire_lease("a1", "n1", 1_000, now=PAST)
+    _, a2 = await store.acquire_lease("a2", "n1", 1_000, now=PAST)
+    _, a3 = await store.acquire_lease("a3", "n1", 1_000, now=PAST)
+    _, a3_taken = await store.acquire_lease("a3", "n2", LONG)  # taken by another node
+    _, a4 = await store.acquire_lease("a4", "n1", 1_000, now=PAST)
+    await store.release_lease(a4)
+    _, a5 = await store.acquire_lease("a5", "n1", 1_000, now=PAST)
+    await store.delete_actor("a5")
+    _, a6_old = await store.acquire_lease("a6", "n1", 1_000, now=PAST)
+    _, a6 = await store.acquire_lease("a6", "n1", 1_000, now=PAST)  # a newer instance
+    wrong_node = Lease("a1", "n2", a1.generation, a1.expires_at)
+    wrong_generation = Lease("a2", "n1", a2.generation + 1, a2.expires_at)
+
+    given = [a1, a3, a4, a5, a6_old, wrong_node, a6, wrong_generation, a2]
+    renewed = await store.renew_leases(given, 5_000, now=PAST + 2_000)
+    expected = [
+        Lease("a1", "n1", a1.generation, PAST + 7_000),
+        Lease("a6", "n1", a6.generation, PAST + 7_000),
+        Lease("a2", "n1", a2.generation, PAST + 7_000),
+    ]
+    assert renewed == expected  # in the order given
+    for lease in expected:
+        assert await store.get_lease(lease.actor_id) == lease
+    # The leases not renewed were left alone.
+    assert await store.get_lease("a3") == a3_taken
+    assert await store.get_lease("a4") is None
+    assert await store.get_lease("a5") is None
+    assert await store.get_actor("a5") is None
+
+
+async def test_renewed_leases_are_live_on_the_store_clock(store: Store) -> None:
+    await store.create_actor(record("a1"))
+    await store.register_node("n1", ADDRESS, LONG)
+    _, lease = await store.acquire_lease("a1", "n1", 1_000, now=PAST)
+    [node] = await store.list_nodes()
+    assert node.actors == 0  # expired
+    [renewed] = await store.renew_leases([lease, lease], LONG)  # the same lease, once
+    assert renewed.expires_at >= wall_clock_ms() + LONG - 60_000
+    assert renewed == Lease("a1", "n1", lease.generation, renewed.expires_at)
+    assert await store.get_lease("a1") == renewed
+    [node] = await store.list_nodes()
+    assert node.actors == 1
+
+
+async def test_renewing_no_leases_renews_nothing(store: Store) -> None:
+    await store.create_actor(record("a1"))
+    _, lease = await store.acquire_lease("a1", "n1", 1_000, now=PAST)
+    assert await store.renew_leases([], 5_000, now=PAST + 2_000) == []
+    assert await store.renew_leases((), LONG) == []
+    assert await store.get_lease("a1") == lease
