@@ -16,12 +16,17 @@ from perdure import StepContext, WorkflowContext, event, queue, setup, workflow
 
 
 def record_side_effect(value: int) -> None:
+    record_side_effect_line(str(value))
+
+
+def record_side_effect_line(text: str) -> None:
+    """Append ``"<text> <pid>"`` to the side-effect file, if the test named one."""
     path = os.environ.get("PERDURE_SIDE_EFFECTS")
     if not path:
         return
     descriptor = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
-        os.write(descriptor, f"{value} {os.getpid()}\n".encode())
+        os.write(descriptor, f"{text} {os.getpid()}\n".encode())
     finally:
         os.close(descriptor)
 

@@ -13,6 +13,11 @@ exits at once (status 1) with a message naming the directory and the process hol
 ``perdure actors`` lists the actors in a store, with their decoded state, without a
 server (SQLite readers do not block a running server, and take no lock).
 
+On a PostgreSQL store every ``perdure serve`` is a node of one cluster (docs/deploy.md):
+``--node-id``, ``--advertise``, ``--lease-ttl`` and ``--cluster-secret`` (or their
+``PERDURE_*`` environment variables) say who it is to its peers. ``perdure nodes`` lists
+the live nodes with the number of actors each holds.
+
 The registry is named ``package.module:attribute`` or ``path/to/file.py:attribute``.
 """
 
@@ -21,6 +26,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import dataclasses
 import datetime as _dt
 import importlib
 import importlib.util
@@ -28,6 +34,7 @@ import json
 import logging
 import os
 import signal
+import socket
 import sys
 from collections.abc import Sequence
 from decimal import Decimal
@@ -38,6 +45,7 @@ from urllib.parse import urlsplit
 from perdure import __version__
 from perdure.keys import serialize_key
 from perdure.registry import Registry
+from perdure.runtime.cluster import NodeConfig
 from perdure.store import SQLiteStore, StoreLocked, open_store
 from perdure.store.base import ActorRecord, Store
 from perdure.store.codec import decode_value
@@ -63,6 +71,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _serve(args)
         if args.command == "actors":
             return asyncio.run(_actors(args))
+        if args.command == "nodes":
+            return asyncio.run(_nodes(args))
     except CliError as exc:
         print(f"perdure: error: {exc}", file=sys.stderr)
         return 2
@@ -79,6 +89,7 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     serve.add_argument("--port", type=int, default=6420, help="port (default 6420)")
     _add_store_options(serve)
+    _add_cluster_options(serve)
     serve.add_argument(
         "--log-level",
         default="info",
@@ -95,7 +106,65 @@ def _parser() -> argparse.ArgumentParser:
     _add_store_options(actors)
     actors.add_argument("--name", help="only actors of this name")
     actors.add_argument("--json", action="store_true", help="one JSON object per line")
+    nodes = commands.add_parser("nodes", help="list the live nodes of a cluster")
+    _add_store_options(nodes)
+    nodes.add_argument("--all", action="store_true", help="also nodes whose heartbeat stopped")
+    nodes.add_argument("--json", action="store_true", help="one JSON object per line")
     return parser
+
+
+def _add_cluster_options(parser: argparse.ArgumentParser) -> None:
+    env = os.environ.get
+    group = parser.add_argument_group(
+        "cluster (PostgreSQL stores: every server is a node of the cluster on its database)"
+    )
+    group.add_argument(
+        "--node-id",
+        default=env("PERDURE_NODE_ID"),
+        help="this node's id, unique in the cluster ($PERDURE_NODE_ID; default HOSTNAME-PORT)",
+    )
+    group.add_argument(
+        "--advertise",
+        default=env("PERDURE_ADVERTISE_URL"),
+        help="the URL other nodes reach this one at ($PERDURE_ADVERTISE_URL; default "
+        "http://HOST:PORT, with 127.0.0.1 for a wildcard host)",
+    )
+    group.add_argument(
+        "--lease-ttl",
+        type=float,
+        default=float(env("PERDURE_LEASE_TTL", "5")),
+        help="seconds a node's leases last without renewal: how long a dead node's actors "
+        "wait before another node takes them ($PERDURE_LEASE_TTL; default 5)",
+    )
+    group.add_argument(
+        "--cluster-secret",
+        default=env("PERDURE_CLUSTER_SECRET"),
+        help="a secret nodes present to each other on forwarded requests "
+        "($PERDURE_CLUSTER_SECRET; default none: keep node ports private)",
+    )
+
+
+def _node_config(args: argparse.Namespace, url: str) -> NodeConfig | None:
+    """The node's identity when the store is shared (PostgreSQL), else ``None``."""
+    if not url.startswith(("postgresql://", "postgres://")):
+        if args.node_id or args.advertise:
+            raise CliError("--node-id and --advertise need a PostgreSQL store (--store)")
+        return None
+    host = args.host if args.host not in ("0.0.0.0", "::", "") else "127.0.0.1"
+    if ":" in host and not host.startswith("["):
+        host = f"[{host}]"
+    address = args.advertise or f"http://{host}:{args.port}"
+    if not address.startswith(("http://", "https://")):
+        raise CliError(f"--advertise must be an http:// or https:// URL, got {address!r}")
+    try:
+        return NodeConfig(
+            node_id=args.node_id or f"{socket.gethostname()}-{args.port}",
+            address=address.rstrip("/"),
+            lease_ttl_ms=int(args.lease_ttl * 1000),
+            secret=args.cluster_secret or None,
+        )
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
 
 
 def _add_store_options(parser: argparse.ArgumentParser) -> None:
@@ -183,9 +252,13 @@ def _serve(args: argparse.Namespace) -> int:
 
     level = getattr(logging, args.log_level.upper())
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)-7s %(name)s: %(message)s")
+    # httpx logs every request at INFO: between the nodes of a cluster, that is every
+    # forwarded request (debug adds them back).
+    logging.getLogger("httpx").setLevel(max(level, logging.WARNING))
     logging.getLogger("uvicorn.error").addFilter(_UvicornLog(quiet=level > logging.DEBUG))
     registry = load_registry(args.registry)
     url = _store_url(args, create=True)
+    node = _node_config(args, url)
     store = _open(url)
     try:
         # Before the server starts, so that a second server on the same data directory
@@ -195,9 +268,11 @@ def _serve(args: argparse.Namespace) -> int:
         print(f"perdure: error: {exc}", file=sys.stderr)
         return 1
     _log.info("store: %s", _describe_store(url))
+    if node is not None:
+        _log.info("cluster node %s, reachable by its peers at %s", node.node_id, node.address)
     options = registry.options
     config = uvicorn.Config(
-        create_app(ActorRuntime(registry, store)),
+        create_app(ActorRuntime(registry, store, node=node)),
         host=args.host,
         port=args.port,
         loop="uvloop",
@@ -305,6 +380,30 @@ async def _actors(args: argparse.Namespace) -> int:
             after = page[-1].actor_id
     finally:
         await store.close()
+    return 0
+
+
+async def _nodes(args: argparse.Namespace) -> int:
+    store = _open(_store_url(args, create=False), exclusive=False)
+    await store.open()
+    try:
+        records = await store.list_nodes(include_dead=args.all)
+    finally:
+        await store.close()
+    now = _dt.datetime.now(_dt.UTC).timestamp() * 1000
+    for node in records:
+        alive = node.expires_at > now
+        if args.json:
+            print(json.dumps({**dataclasses.asdict(node), "alive": alive}))
+            continue
+        state = "draining" if node.draining else ("live" if alive else "dead")
+        beat = (now - node.heartbeat_at) / 1000
+        print(
+            f"{node.node_id}  {node.address}  {state}  {node.actors} actor(s)  "
+            f"heartbeat {beat:.1f} s ago"
+        )
+    if not records and not args.json:
+        print("no live nodes", file=sys.stderr)
     return 0
 
 

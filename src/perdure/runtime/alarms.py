@@ -48,6 +48,9 @@ class AlarmScheduler:
         self._hint: int | None = None
         self._waking: set[str] = set()
         self._woken_early: dict[str, int] = {}  # actor id -> the alarm it was woken for
+        # Actors whose alarm is due but that another node holds (a cluster): their owner
+        # fires their timers. Actor id -> when that node's lease runs out (epoch ms).
+        self._elsewhere: dict[str, int] = {}
         self._slots = asyncio.Semaphore(_MAX_PARALLEL_WAKES)
 
     def note(self, wake_at: int | None) -> None:
@@ -134,12 +137,19 @@ class AlarmScheduler:
         # Alarms a few ms apart are handled in one pass: _MIN_STEP_MS more of early.
         horizon = now + PREWAKE_MS + _MIN_STEP_MS
         self._woken_early = {a: t for a, t in self._woken_early.items() if t > now}
+        if self._elsewhere:
+            self._elsewhere = {a: t for a, t in self._elsewhere.items() if t > now}
         deadline = now + _IDLE_POLL_MS
         woke = passed = 0
         for actor_id, wake_at in rows:
             if wake_at > horizon:
                 return woke, passed, min(deadline, wake_at - PREWAKE_MS)
             if self._runtime.is_live(actor_id) or actor_id in self._waking:
+                passed += 1
+                continue
+            held_until = self._elsewhere.get(actor_id)
+            if held_until is not None:
+                deadline = min(deadline, held_until)  # look again when the lease may lapse
                 passed += 1
                 continue
             if wake_at > now:
@@ -157,7 +167,9 @@ class AlarmScheduler:
     async def _wake(self, actor_id: str) -> None:
         try:
             async with self._slots:
-                await self._runtime.wake_for_alarm(actor_id)
+                held_until = await self._runtime.wake_for_alarm(actor_id)
+            if held_until is not None:
+                self._elsewhere[actor_id] = held_until
         except Exception:
             _log.exception("waking actor %s for its alarm failed", actor_id)
         finally:

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from perdure.errors import ActorNotFound
 from perdure.keys import Key, normalize_key
+from perdure.runtime.cluster import PeerNode
 from perdure.runtime.connections import Connection, Transport
 from perdure.runtime.queue import QueueSendResult
 
@@ -37,7 +38,10 @@ if TYPE_CHECKING:
     from perdure.store.base import ActorRecord
 
 __all__ = [
+    "DESTROY",
     "NO_CONNECTION",
+    "SLEEP",
+    "STATUS",
     "ActorAddress",
     "ActorDispatch",
     "ActorIdentity",
@@ -106,6 +110,11 @@ class SendMessage:
 
 Operation = CallAction | SendMessage
 
+# The operations a node forwards besides actions and messages (see ActorRef).
+STATUS = "$status"
+DESTROY = "$destroy"
+SLEEP = "$sleep"
+
 
 @dataclass(frozen=True, slots=True)
 class ActorIdentity:
@@ -173,9 +182,14 @@ class ActorDispatch:
         fails with the instance instead of waking a newer one."""
         return await _run(instance, operation, None)
 
-    def ref(self, actor_id: str) -> ActorRef:
-        """The ref of the actor with this id (not checked until it is used)."""
-        return ActorRef(self._runtime, actor_id)
+    def ref(self, actor_id: str, *, forwarded: bool = False) -> ActorRef:
+        """The ref of the actor with this id (not checked until it is used).
+
+        ``forwarded``: the request was forwarded here by another node of the cluster,
+        which found this node owning the actor; it is served here or refused with
+        ``actor.not_owner``, never forwarded again.
+        """
+        return ActorRef(self._runtime, actor_id, forwarded)
 
     # ------------------------------------------------------------------ directory
 
@@ -221,14 +235,38 @@ class ActorRef:
 
     ``identity`` is set once a request has reached the actor: the id, key and generation
     of the instance that served it, for response headers and error bodies.
+
+    In a cluster (``runtime.placement``), an actor awake on another node is reached by
+    forwarding the operation to that node (:mod:`perdure.runtime.placement`).
     """
 
-    __slots__ = ("_runtime", "actor_id", "identity")
+    __slots__ = ("_forwarded", "_runtime", "actor_id", "identity")
 
-    def __init__(self, runtime: ActorRuntime, actor_id: str) -> None:
+    def __init__(self, runtime: ActorRuntime, actor_id: str, forwarded: bool = False) -> None:
         self._runtime = runtime
         self.actor_id = actor_id
         self.identity: ActorIdentity | None = None
+        self._forwarded = forwarded
+
+    async def _route(
+        self, operation: Operation | str, params: Any = NO_CONNECTION
+    ) -> tuple[ActorInstance | None, Any]:
+        """``(instance, None)`` to serve here, or ``(None, result)`` from the node that
+        owns the actor."""
+        instance = self._runtime.live_instance(self.actor_id)
+        if instance is None:
+            placement = self._runtime.placement
+            if placement is None:
+                instance = await self._runtime.instance(self.actor_id)
+            else:
+                instance, result, identity = await placement.perform(
+                    self.actor_id, operation, params, forwarded=self._forwarded
+                )
+                if instance is None:
+                    self.identity = identity
+                    return None, result
+        self.identity = instance.identity
+        return instance, None
 
     async def _instance(self) -> ActorInstance:
         instance = await self._runtime.running_instance(self.actor_id)
@@ -243,7 +281,9 @@ class ActorRef:
         ``on_before_connect`` sees the params and can refuse it, and an action sees
         ``c.conn``. Without, it runs with no connection (in-process calls, schedules).
         """
-        instance = await self._instance()
+        instance, result = await self._route(operation, params)
+        if instance is None:
+            return result
         if params is NO_CONNECTION:
             return await _run(instance, operation, None)
         conn = await instance.connect(params, _NO_CHANNEL)
@@ -280,15 +320,35 @@ class ActorRef:
 
     async def workflow_status(self) -> dict[str, Any]:
         """``{status, error, output}`` of the actor's workflow (waking it)."""
-        return (await self._instance()).workflow_status()
+        instance, result = await self._route(STATUS)
+        if instance is None:
+            status: dict[str, Any] = result
+            return status
+        return instance.workflow_status()
 
     async def destroy(self) -> None:
         """Destroy the actor (``on_destroy`` runs, its data is deleted) and wait."""
-        await self._runtime.destroy_actor(self.actor_id)
+        instance, _ = await self._route(DESTROY)
+        if instance is not None:
+            await self._runtime.destroy_actor(self.actor_id)
 
     async def sleep(self) -> None:
         """Put the actor to sleep now if it is awake, and wait until it is asleep."""
+        placement = self._runtime.placement
+        if placement is not None and not self._runtime.is_live(self.actor_id):
+            if not self._forwarded:
+                await placement.sleep_elsewhere(self.actor_id)
+            return
         await self._runtime.sleep_actor(self.actor_id)
+
+    async def remote_owner(self) -> PeerNode | None:
+        """The node to pipe a connection to when the actor lives on another node of the
+        cluster; ``None`` when it is served here (woken if nobody owns it)."""
+        placement = self._runtime.placement
+        if placement is None or self._runtime.live_instance(self.actor_id) is not None:
+            return None
+        target = await placement.locate(self.actor_id, forwarded=self._forwarded)
+        return target if isinstance(target, PeerNode) else None
 
     def __repr__(self) -> str:
         return f"ActorRef({self.actor_id!r})"

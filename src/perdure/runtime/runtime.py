@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import secrets
 from collections.abc import Coroutine, Sequence
@@ -21,13 +22,16 @@ from perdure.keys import Key, normalize_key
 from perdure.registry import Registry
 from perdure.runtime.alarms import AlarmScheduler
 from perdure.runtime.clock import Clock, SystemClock
+from perdure.runtime.cluster import ClusterMember, NodeConfig
 from perdure.runtime.dispatch import ActorDispatch, ResolveMethod
 from perdure.runtime.instance import ActorInstance, StopReason
 from perdure.runtime.local import LocalClient
+from perdure.runtime.placement import Placement
 from perdure.runtime.queue import QueueSendResult
 from perdure.runtime.tasks import TaskOwner
 from perdure.store.base import ActorRecord, Store
 from perdure.store.codec import encode_value
+from perdure.store.errors import ActorOwnedElsewhere
 
 __all__ = ["ActorRuntime", "ResolveMethod"]
 
@@ -44,7 +48,16 @@ def new_actor_id(now_ms: int) -> str:
 class ActorRuntime:
     """Hosts the actors of a registry on a store. Use as ``async with ActorRuntime(...)``."""
 
-    def __init__(self, registry: Registry, store: Store, *, clock: Clock | None = None) -> None:
+    def __init__(
+        self,
+        registry: Registry,
+        store: Store,
+        *,
+        clock: Clock | None = None,
+        node: NodeConfig | None = None,
+    ) -> None:
+        """``node``: run as one node of a cluster sharing ``store`` (PostgreSQL); see
+        :mod:`perdure.runtime.cluster`. Without it the runtime is alone on its store."""
         self.registry = registry
         self.store = store
         self.clock: Clock = clock or SystemClock()
@@ -55,6 +68,11 @@ class ActorRuntime:
         self.alarms = AlarmScheduler(self)
         # The one way into an actor for every request (see perdure.runtime.dispatch).
         self.dispatch = ActorDispatch(self)
+        self.cluster: ClusterMember | None = None
+        self.placement: Placement | None = None
+        if node is not None:
+            self.cluster = ClusterMember(store, node, self._give_up)
+            self.placement = Placement(self, self.cluster)
         self._started = False
         self._closing = False
 
@@ -64,6 +82,8 @@ class ActorRuntime:
         """Open the store. Idempotent."""
         if not self._started:
             await self.store.open()
+            if self.cluster is not None:
+                await self.cluster.start()
             self._started = True
             self.spawn(self.alarms.run(), name="alarm scheduler")
 
@@ -72,6 +92,8 @@ class ActorRuntime:
         if self._closing:
             return
         self._closing = True
+        if self.cluster is not None:
+            await self.cluster.drain()
         # Let actors that are waking finish starting, so that they are stopped properly.
         waking = [future for future in self._waking.values() if not future.done()]
         if waking:
@@ -81,6 +103,8 @@ class ActorRuntime:
             return_exceptions=True,
         )
         await self._tasks.close(timeout=5)
+        if self.cluster is not None:
+            await self.cluster.leave()
         await self.store.close()
 
     async def __aenter__(self) -> ActorRuntime:
@@ -98,6 +122,20 @@ class ActorRuntime:
     def is_live(self, actor_id: str) -> bool:
         """True when the actor is awake."""
         return actor_id in self._live
+
+    def live_instance(self, actor_id: str) -> ActorInstance | None:
+        """The running instance of an actor awake here, or ``None``."""
+        instance = self._live.get(actor_id)
+        if instance is None or instance.status != "running":
+            return None
+        if self.cluster is not None and not self.cluster.trusts(actor_id):
+            return None
+        return instance
+
+    @property
+    def closing(self) -> bool:
+        """True once ``stop()`` has begun: no actor is woken any more."""
+        return self._closing
 
     def spawn(self, coro: Coroutine[Any, Any, T], *, name: str | None = None) -> asyncio.Task[T]:
         """Start a background task owned by the runtime."""
@@ -189,8 +227,11 @@ class ActorRuntime:
             raise
         finally:
             del self._creating[(name, key)]
-        # Hand over the record just written, so that starting need not read it back.
-        await self.instance(record.actor_id, record)
+        # Hand over the record just written, so that starting need not read it back. A
+        # cluster node acquires the new actor's lease instead, as for any wake.
+        # (Another node may take the new actor at once: requests then go there.)
+        with contextlib.suppress(ActorOwnedElsewhere):
+            await self.instance(record.actor_id, None if self.cluster else record)
         return record.actor_id
 
     async def get_record(self, actor_id: str) -> ActorRecord:
@@ -236,7 +277,11 @@ class ActorRuntime:
         self, actor_id: str, record: ActorRecord | None = None
     ) -> ActorInstance:
         claimed = record is None
-        if record is None:
+        if record is None and self.cluster is not None:
+            # A cluster node takes the actor's lease (refused while another node's is
+            # live); like a claim, it waits for a previous owner's last writes.
+            record, _ = await self.cluster.acquire(actor_id)
+        elif record is None:
             # Waking a stored actor: claim it, which also waits for any write a previous
             # process still had on its way to the database.
             record = await self.store.claim_actor(actor_id)
@@ -251,6 +296,7 @@ class ActorRuntime:
         except BaseException as exc:
             instance.abort.fire()
             await instance.tasks.close(timeout=1)
+            await self._release(instance)
             if isinstance(exc, Exception) and not isinstance(exc, PerdureError):
                 # A failing hook (create_state, on_wake …) is an internal error for the
                 # caller, as in an action: details go to the log, not over the wire.
@@ -280,6 +326,8 @@ class ActorRuntime:
         finally:
             if self._live.get(instance.actor_id) is instance:
                 del self._live[instance.actor_id]
+            if reason != "destroy":  # a destroyed actor's row (and lease) is gone
+                await self._release(instance)
             label = _STOPPED.get(reason or "", reason)
             _log.debug("%s %s/%s", label, instance.name, instance.actor_id)
 
@@ -290,7 +338,24 @@ class ActorRuntime:
         finally:
             if self._live.get(instance.actor_id) is instance:
                 del self._live[instance.actor_id]
+            # Released only if still current (the store checks the generation): a lease
+            # taken over meanwhile stays with its new owner.
+            await self._release(instance)
             _log.debug("dropped %s/%s after a failed write", instance.name, instance.actor_id)
+
+    async def _release(self, instance: ActorInstance) -> None:
+        if self.cluster is not None:
+            await self.cluster.release(instance.actor_id, instance.generation)
+
+    def _give_up(self, actor_id: str, generation: int) -> None:
+        """The cluster lost (or can no longer trust) this node's lease on an actor: drop
+        its instance at once, without hooks or writes."""
+        instance = self._live.get(actor_id)
+        if instance is None or instance.generation != generation:
+            return
+        if self._live.get(actor_id) is instance:
+            del self._live[actor_id]
+        self.spawn(instance.crash(), name=f"give up {actor_id}")
 
     async def sleep_actor(self, actor_id: str) -> None:
         """Put an awake actor to sleep now and wait until it is asleep."""
@@ -331,9 +396,16 @@ class ActorRuntime:
         to be completed. Returns when the message is durable (and, with ``wait``, done)."""
         return await self.dispatch.ref(actor_id).send(queue_name, body, wait=wait, timeout=timeout)
 
-    async def wake_for_alarm(self, actor_id: str) -> None:
-        """Wake an actor because its alarm is due (the workflow/schedules take over)."""
+    async def wake_for_alarm(self, actor_id: str) -> int | None:
+        """Wake an actor because its alarm is due (the workflow/schedules take over).
+
+        Returns ``None``, or, when another node holds the actor (its timers are that
+        node's), when its lease runs out (epoch ms): no point trying before then.
+        """
         try:
             await self.instance(actor_id)
         except ActorNotFound:
-            return
+            return None
+        except ActorOwnedElsewhere as exc:
+            return exc.expires_at
+        return None

@@ -10,7 +10,10 @@ Routes:
 - ``GET /metadata`` — what the official client reads before its first call. It looks
   only for ``clientEndpoint`` (absent here, so it keeps the endpoint it was given) and
   logs ``runtime`` and ``version``;
-- ``GET /health`` — ``{"status": "ok", …}`` once the runtime is started.
+- ``GET /health`` — ``{"status": "ok", …}`` once the runtime is started;
+- ``POST /.perdure/forward`` — on a cluster node only: operations other nodes forward to
+  the owner of an actor (:mod:`perdure.server.peers`). ``/metadata`` and ``/health`` then
+  name the answering node (``"node": {"id", "address"}``).
 
 The app's lifespan starts the runtime (opening the store) and stops it on shutdown: every
 live actor goes to sleep (``on_sleep`` runs, state is flushed) before the store closes.
@@ -35,6 +38,7 @@ from perdure.runtime.runtime import ActorRuntime
 from perdure.server._errors import MethodNotAllowed, RouteNotFound, error_body, header_text
 from perdure.server.gateway import Gateway
 from perdure.server.management import json_response, management_routes
+from perdure.server.peers import FORWARD_PATH, ForwardEndpoint, HttpPeers
 from perdure.server.websocket import DirectConnect
 
 __all__ = ["create_app"]
@@ -46,12 +50,19 @@ def create_app(runtime: ActorRuntime) -> Starlette:
     """A Starlette app serving ``runtime``'s actors; its lifespan starts and stops it."""
     actor_names: dict[str, Any] = {name: {"metadata": {}} for name in runtime.registry.actors}
 
+    cluster = runtime.cluster
+    node: dict[str, Any] = {} if cluster is None else {"node": cluster.describe()}
+    if cluster is not None:
+        # The runtime forwards to its peers through this (the HTTP side is the server's).
+        cluster.peers = HttpPeers(cluster.node_id, cluster.config.secret)
+
     async def metadata(request: Request) -> Response:
-        body = {"runtime": "perdure", "version": __version__, "actorNames": actor_names}
+        body = {"runtime": "perdure", "version": __version__, "actorNames": actor_names, **node}
         return json_response(body)
 
     async def health(request: Request) -> Response:
-        return json_response({"status": "ok", "runtime": "perdure", "version": __version__})
+        body = {"status": "ok", "runtime": "perdure", "version": __version__, **node}
+        return json_response(body)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -73,6 +84,8 @@ def create_app(runtime: ActorRuntime) -> Starlette:
         Route("/metadata", metadata, methods=["GET"]),
         *management_routes(runtime),
     ]
+    if cluster is not None:
+        routes.append(Route(FORWARD_PATH, ForwardEndpoint(runtime, cluster.config.secret)))
     return Starlette(
         routes=routes,
         lifespan=lifespan,

@@ -188,10 +188,13 @@ def _input_too_long(limit: int) -> InvalidRequest:
     )
 
 
-async def resolve_target(dispatch: ActorDispatch, target: Target) -> ActorRef:
-    """The actor a target addresses (creating it for getOrCreate/create)."""
+async def resolve_target(
+    dispatch: ActorDispatch, target: Target, *, forwarded: bool = False
+) -> ActorRef:
+    """The actor a target addresses (creating it for getOrCreate/create). ``forwarded``:
+    another node of the cluster sent the request here (see ``dispatch.ref``)."""
     if target.actor_id is not None:
-        return dispatch.ref(target.actor_id)
+        return dispatch.ref(target.actor_id, forwarded=forwarded)
     if target.comma_key:
         await check_comma_ambiguity(dispatch, target.name, target.key)
     address = ActorAddress(

@@ -23,9 +23,12 @@ WebSocket stacks insist on a matching protocol), ``rivet_encoding.<json|cbor|bar
 from __future__ import annotations
 
 import asyncio
+import hmac
 import logging
 from typing import Any
 from urllib.parse import quote, unquote
+
+from websockets.asyncio.client import ClientConnection
 
 from perdure.errors import InvalidRequest, MessageError, PerdureError
 from perdure.protocol.codec import Encoding, decode_to_server, is_binary, parse_encoding
@@ -35,6 +38,7 @@ from perdure.runtime.runtime import ActorRuntime
 from perdure.server._asgi import Receive, Scope, Send, header_value
 from perdure.server._errors import public_error
 from perdure.server.outbox import EventFrameCache, SocketTransport
+from perdure.server.pipe import FORWARDED_HEADER, SECRET_HEADER, open_upstream, pipe_to_owner
 from perdure.server.target import (
     parse_conn_params,
     parse_query,
@@ -58,7 +62,10 @@ class ConnectHandler:
 
     def __init__(self, runtime: ActorRuntime, names: set[str]) -> None:
         self.dispatch = runtime.dispatch
+        self.cluster = runtime.cluster
         self.options = runtime.registry.options
+        # What a pipe to another node accepts from it: any frame that node may send.
+        self.max_frame = self.options.max_outgoing_message_size + 65536
         self.names = names
         self.cache = EventFrameCache()
 
@@ -77,23 +84,52 @@ class ConnectHandler:
         try:
             if params_text is None:
                 params_text = header_value(scope, b"x-rivet-conn-params")
-            conn = await self._admit(scope, segment, params_text, transport)
+            admitted = await self._admit(scope, segment, params_text, transport)
         except Exception as exc:
             transport.fail(public_error(exc))
             await transport.run()
             return
-        transport.put_first(Init(conn.actor_id, conn.id))
-        await self._serve(receive, conn, transport)
+        if not isinstance(admitted, ConnectionRef):
+            # The actor lives on another node of the cluster: pipe the frames there.
+            await pipe_to_owner(receive, send, admitted)
+            return
+        transport.put_first(Init(admitted.actor_id, admitted.id))
+        await self._serve(receive, admitted, transport)
 
     async def _admit(
         self, scope: Scope, segment: bytes, params_text: str | None, transport: SocketTransport
-    ) -> ConnectionRef:
+    ) -> ConnectionRef | ClientConnection:
         target = parse_target(
             path_segment(segment), parse_query(scope["query_string"]), self.options, self.names
         )
         params = parse_conn_params(params_text, self.options.max_conn_params_size)
-        actor = await resolve_target(self.dispatch, target)
-        return await actor.connect(params, transport)
+        forwarded = self._forwarded(scope)
+        actor = await resolve_target(self.dispatch, target, forwarded=forwarded)
+        owner = await actor.remote_owner()
+        if owner is None:
+            return await actor.connect(params, transport)
+        cluster = self.cluster
+        assert cluster is not None  # only a cluster node has remote owners
+        return await open_upstream(
+            owner,
+            actor.actor_id,
+            list(scope.get("subprotocols") or ()),
+            params_text,
+            origin_node=cluster.node_id,
+            secret=cluster.config.secret,
+            max_size=self.max_frame,
+        )
+
+    def _forwarded(self, scope: Scope) -> bool:
+        """True for a connection another node piped here; refused without the secret."""
+        if header_value(scope, FORWARDED_HEADER.encode()) is None:
+            return False
+        secret = None if self.cluster is None else self.cluster.config.secret
+        if secret is not None:
+            given = header_value(scope, SECRET_HEADER.encode()) or ""
+            if not hmac.compare_digest(given.encode(), secret.encode()):
+                raise PerdureError("Wrong or missing cluster secret.", code="forbidden")
+        return True
 
     async def _serve(
         self, receive: Receive, conn: ConnectionRef, transport: SocketTransport

@@ -1,0 +1,243 @@
+"""Forwarding between the nodes of a cluster: the client side and the endpoint.
+
+A node forwards an operation on an actor owned by another node with one HTTP request,
+``POST {owner}/.perdure/forward``, over connections kept alive between the nodes. The
+body and the answer are CBOR (values keep their types: bytes, big integers, dates),
+independent of the encoding the original client used::
+
+    request  {"actor": id, "op": "call"|"send"|"$status"|"$destroy"|"$sleep",
+              "action", "args" | "queue", "body", "wait", "timeout", "validated",
+              "params" (absent: no connection)}
+    answer   {"result": value, "identity": [actor id, key, generation] | null}
+          or {"error": {"group", "code", "message", "metadata", "status"}}
+
+The endpoint serves the operation only if its node owns the actor (or can take it now);
+otherwise it answers ``actor.not_owner`` and the sender looks again. With a cluster
+secret configured, a request without it is refused (403) before anything is decoded.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+from typing import Any
+
+import cbor2
+import httpx
+
+from perdure import __version__
+from perdure.errors import InvalidRequest, PerdureError, status_for
+from perdure.runtime.cluster import ActorUnavailable, NotOwner, PeerNode, PeerUnreachable
+from perdure.runtime.dispatch import (
+    NO_CONNECTION,
+    ActorIdentity,
+    ActorRef,
+    CallAction,
+    Operation,
+    SendMessage,
+)
+from perdure.runtime.queue import QueueSendResult
+from perdure.runtime.runtime import ActorRuntime
+from perdure.server._asgi import Receive, Scope, Send, header_value, read_body, send_bytes
+from perdure.server._errors import public_error
+from perdure.server.pipe import SECRET_HEADER
+
+__all__ = ["FORWARD_PATH", "ForwardEndpoint", "HttpPeers"]
+
+FORWARD_PATH = "/.perdure/forward"
+_SECRET_HEADER = SECRET_HEADER.encode()
+_CBOR = b"application/cbor"
+_log = logging.getLogger("perdure.cluster")
+# Longer than any action may run (the actor's own timeout answers first).
+_READ_TIMEOUT = 120.0
+_MAX_FORWARD_BODY = 64 * 1024 * 1024
+
+
+class HttpPeers:
+    """The runtime's :class:`~perdure.runtime.cluster.PeerLink` over HTTP (httpx)."""
+
+    def __init__(
+        self,
+        node_id: str,
+        secret: str | None = None,
+        *,
+        mounts: dict[str, httpx.AsyncBaseTransport] | None = None,
+    ) -> None:
+        """``mounts``: transports by URL prefix instead of the network (tests serve
+        several nodes' apps in one process this way)."""
+        headers = {"content-type": "application/cbor", "x-perdure-node": node_id}
+        if secret:
+            headers[_SECRET_HEADER.decode()] = secret
+        self._client = httpx.AsyncClient(
+            headers=headers,
+            timeout=httpx.Timeout(_READ_TIMEOUT, connect=2.0, pool=5.0),
+            limits=httpx.Limits(max_connections=256, max_keepalive_connections=64),
+            trust_env=False,
+            mounts=mounts,
+        )
+
+    async def perform(
+        self, node: PeerNode, actor_id: str, operation: Operation | str, params: Any
+    ) -> tuple[Any, ActorIdentity]:
+        request = _request(actor_id, operation, params)
+        timeout = None
+        if isinstance(operation, SendMessage) and operation.wait and operation.timeout:
+            timeout = httpx.Timeout(operation.timeout + _READ_TIMEOUT, connect=2.0, pool=5.0)
+        try:
+            response = await self._client.post(
+                node.address.rstrip("/") + FORWARD_PATH,
+                content=cbor2.dumps(request),
+                timeout=timeout if timeout is not None else httpx.USE_CLIENT_DEFAULT,
+            )
+        except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as exc:
+            # Not delivered: the caller may try again, there or elsewhere.
+            raise PeerUnreachable(
+                f"Node `{node.node_id}` ({node.address}) is unreachable: {type(exc).__name__}."
+            ) from None
+        except httpx.HTTPError as exc:
+            # Delivered, perhaps served: the outcome is unknown, so it is not retried.
+            raise ActorUnavailable(
+                f"Node `{node.node_id}` did not answer the forwarded request "
+                f"({type(exc).__name__}); it may or may not have been applied.",
+                code="owner_no_answer",
+            ) from None
+        return _answer(response, operation)
+
+    async def close(self) -> None:
+        await self._client.aclose()
+
+
+def _request(actor_id: str, operation: Operation | str, params: Any) -> dict[str, Any]:
+    request: dict[str, Any] = {"actor": actor_id}
+    if isinstance(operation, CallAction):
+        request.update(op="call", action=operation.action, args=operation.args)
+    elif isinstance(operation, SendMessage):
+        request.update(
+            op="send",
+            queue=operation.queue,
+            body=operation.body,
+            wait=operation.wait,
+            timeout=operation.timeout,
+            validated=operation.validated,
+        )
+    else:
+        request["op"] = operation
+    if params is not NO_CONNECTION:
+        request["params"] = params
+    return request
+
+
+def _answer(response: httpx.Response, operation: Operation | str) -> tuple[Any, ActorIdentity]:
+    try:
+        answer = cbor2.loads(response.content)
+    except Exception:
+        raise ActorUnavailable(
+            f"A peer answered the forwarded request with status {response.status_code} "
+            "and an unreadable body.",
+            code="owner_no_answer",
+        ) from None
+    error = answer.get("error") if isinstance(answer, dict) else None
+    if error is not None:
+        raise _remote_error(error)
+    identity = answer.get("identity")
+    who = None if identity is None else ActorIdentity(identity[0], tuple(identity[1]), identity[2])
+    result = answer.get("result")
+    if isinstance(operation, SendMessage):
+        result = QueueSendResult(result["status"], result.get("response"))
+    return result, who  # type: ignore[return-value]
+
+
+class RemoteError(PerdureError):
+    """An error another node answered with, kept as it was (group, code, status)."""
+
+    def __init__(self, error: dict[str, Any]) -> None:
+        super().__init__(
+            str(error.get("message", "")),
+            code=str(error.get("code", "internal_error")),
+            metadata=error.get("metadata"),
+            group=str(error.get("group", "actor")),
+        )
+        self.status = int(error.get("status", 500))  # type: ignore[misc]
+
+
+def _remote_error(error: dict[str, Any]) -> PerdureError:
+    if error.get("group") == "actor" and error.get("code") == NotOwner.default_code:
+        metadata = error.get("metadata") or {}
+        return NotOwner(str(metadata.get("actor_id", "")), metadata.get("owner_node"))
+    return RemoteError(error)
+
+
+class ForwardEndpoint:
+    """``POST /.perdure/forward``: serve an operation another node forwarded here."""
+
+    def __init__(self, runtime: ActorRuntime, secret: str | None) -> None:
+        self.dispatch = runtime.dispatch
+        self.secret = secret.encode() if secret else None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return
+        if self.secret is not None:
+            given = (header_value(scope, _SECRET_HEADER) or "").encode()
+            if not hmac.compare_digest(given, self.secret):
+                forbidden = PerdureError("Wrong or missing cluster secret.", code="forbidden")
+                await _reply(send, 403, {"error": _error_fields(forbidden, 403)})
+                return
+        ref: ActorRef | None = None
+        try:
+            if scope["method"] != "POST":
+                raise InvalidRequest("Use POST.")
+            request = cbor2.loads(await read_body(scope, receive, _MAX_FORWARD_BODY))
+            ref = self.dispatch.ref(str(request["actor"]), forwarded=True)
+            result = await _serve(ref, request)
+        except Exception as exc:
+            error = public_error(exc)
+            await _reply(send, 200, {"error": _error_fields(error, status_for(error))})
+            return
+        identity = ref.identity
+        who = None
+        if identity is not None:
+            who = [identity.actor_id, list(identity.key), identity.generation]
+        await _reply(send, 200, {"result": result, "identity": who})
+
+
+async def _serve(ref: ActorRef, request: dict[str, Any]) -> Any:
+    op = request.get("op")
+    params = request.get("params", NO_CONNECTION)
+    if op == "call":
+        action = CallAction(request["action"], list(request["args"]))
+        return await ref.perform(action, params=params)
+    if op == "send":
+        message = SendMessage(
+            request["queue"],
+            request.get("body"),
+            bool(request.get("wait")),
+            request.get("timeout"),
+            bool(request.get("validated")),
+        )
+        result: QueueSendResult = await ref.perform(message, params=params)
+        return result.to_dict()
+    if op == "$status":
+        return await ref.workflow_status()
+    if op == "$destroy":
+        await ref.destroy()
+        return None
+    if op == "$sleep":
+        await ref.sleep()
+        return None
+    raise InvalidRequest(f"Unknown forwarded operation `{op}`.")
+
+
+def _error_fields(error: PerdureError, status: int) -> dict[str, Any]:
+    return {
+        "group": error.group,
+        "code": error.code,
+        "message": error.message,
+        "metadata": error.metadata,
+        "status": status,
+    }
+
+
+async def _reply(send: Send, status: int, answer: dict[str, Any]) -> None:
+    headers = [(b"x-perdure-version", __version__.encode())]
+    await send_bytes(send, status, cbor2.dumps(answer), _CBOR, headers)

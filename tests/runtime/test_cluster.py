@@ -1,0 +1,235 @@
+"""Several runtimes on one store act as one server: placement, forwarding, leases, drain.
+
+Two cluster nodes run in this process on one shared store (memory, and PostgreSQL). Each
+node's app is a real ``create_app``; the nodes reach each other through the real
+forwarding client and endpoint, over httpx's in-process ASGI transport instead of
+sockets. Real processes, ``kill -9`` and SIGSTOP are in ``tests/cluster``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import httpx
+import pytest
+
+from perdure import ActorRuntime, actor, queue, setup
+from perdure.errors import PerdureError
+from perdure.runtime.cluster import NodeConfig
+from perdure.server import create_app
+from perdure.server.peers import HttpPeers
+from perdure.store import MemoryStore
+from perdure.store.base import Store
+from tests.support.postgres import drop_schema, new_schema_name, postgres_store, require_postgres
+
+FIRES: list[str] = []
+
+
+async def _work(c: Any) -> None:
+    async for message in c.queue.iter("jobs", completable=True):
+        c.state["count"] += message.body
+        await message.complete(c.state["count"])
+
+
+def _fail(c: Any) -> None:
+    raise PerdureError("nope", code="refused", group="user")
+
+
+def _tick(c: Any, fire: Any) -> None:
+    FIRES.append(c.actor_id)
+
+
+async def _arm(c: Any, delay: float) -> None:
+    await c.schedule.after(delay, "tick")
+
+
+counter = actor(
+    state={"count": 0},
+    queues={"jobs": queue(int)},
+    run=_work,
+    actions={
+        "add": lambda c, n: _add(c, n),
+        "get": lambda c: c.state["count"],
+        "fail": _fail,
+        "tick": _tick,
+        "arm": _arm,
+        "caller": lambda c, key: c.client().counter.get_or_create([key]).add(10),
+    },
+)
+
+
+def _add(c: Any, n: int) -> int:
+    c.state["count"] += n
+    return int(c.state["count"])
+
+
+registry = setup(use={"counter": counter})
+
+
+class _SharedStore(MemoryStore):
+    """One memory store for two runtimes: each runtime closes it when it stops."""
+
+    async def close(self) -> None:
+        return
+
+
+async def _make_store(kind: str) -> tuple[Callable[[], Store], Callable[[], None]]:
+    if kind == "memory":
+        shared = _SharedStore()
+        return (lambda: shared), (lambda: None)
+    require_postgres()
+    schema = new_schema_name()
+    return (lambda: postgres_store(schema)), (lambda: drop_schema(schema))
+
+
+class Nodes:
+    """Nodes ``a`` and ``b`` on one store, forwarding to each other in process."""
+
+    def __init__(self, make_store: Callable[[], Store], ttl_ms: int) -> None:
+        self.runtimes: dict[str, ActorRuntime] = {}
+        apps: dict[str, httpx.AsyncBaseTransport] = {}
+        for name in ("a", "b"):
+            config = NodeConfig(name, f"http://node-{name}", lease_ttl_ms=ttl_ms)
+            runtime = ActorRuntime(registry, make_store(), node=config)
+            apps[f"http://node-{name}"] = httpx.ASGITransport(app=create_app(runtime))
+            self.runtimes[name] = runtime
+        for name, runtime in self.runtimes.items():
+            assert runtime.cluster is not None
+            runtime.cluster.peers = HttpPeers(name, mounts=apps)
+
+    def __getitem__(self, name: str) -> ActorRuntime:
+        return self.runtimes[name]
+
+    async def start(self) -> None:
+        for runtime in self.runtimes.values():
+            await runtime.start()
+        for runtime in self.runtimes.values():
+            assert runtime.cluster is not None
+            await runtime.cluster.refresh()  # each knows the other at once
+
+    async def stop(self) -> None:
+        for runtime in self.runtimes.values():
+            await runtime.stop()
+
+
+@pytest.fixture(params=["memory", pytest.param("postgres", marks=pytest.mark.postgres)])
+async def nodes(request: pytest.FixtureRequest) -> AsyncIterator[Nodes]:
+    make_store, cleanup = await _make_store(request.param)
+    cluster = Nodes(make_store, ttl_ms=getattr(request, "param_ttl", 3000))
+    await cluster.start()
+    try:
+        yield cluster
+    finally:
+        await cluster.stop()
+        cleanup()
+
+
+async def test_an_actor_lives_where_it_was_first_asked_and_other_nodes_forward(
+    nodes: Nodes,
+) -> None:
+    on_a = nodes["a"].client().counter.get_or_create(["x"])
+    on_b = nodes["b"].client().counter.get_or_create(["x"])
+    assert await on_a.add(1) == 1
+    assert await on_b.add(2) == 3  # forwarded to a: the count is one
+    assert await on_b.get() == 3
+    actor_id = (await nodes["a"].dispatch.find("counter", ["x"])).actor_id  # type: ignore[union-attr]
+    assert nodes["a"].is_live(actor_id)
+    assert not nodes["b"].is_live(actor_id)  # no ping-pong: it stays where it woke
+    lease = await nodes["a"].store.get_lease(actor_id)
+    assert lease is not None
+    assert lease.node_id == "a"
+
+
+async def test_queue_sends_errors_and_actor_calls_cross_nodes(nodes: Nodes) -> None:
+    await nodes["a"].client().counter.get_or_create(["q"]).get()  # lives on a
+    on_b = nodes["b"].client().counter.get_or_create(["q"])
+    result = await on_b.send("jobs", 5, wait=True, timeout=10)
+    assert (result.status, result.response) == ("completed", 5)
+    with pytest.raises(PerdureError) as caught:
+        await on_b.fail()
+    assert (caught.value.group, caught.value.code, caught.value.message) == (
+        "user",
+        "refused",
+        "nope",
+    )
+    # An actor on b calls one that lives on a through its own client (c.client()).
+    await nodes["b"].client().counter.get_or_create(["caller"]).get()
+    assert await nodes["b"].client().counter.get_or_create(["caller"]).caller("q") == 15
+
+
+async def test_sleep_releases_the_lease_and_the_next_node_takes_the_actor(nodes: Nodes) -> None:
+    handle = nodes["a"].client().counter.get_or_create(["s"])
+    await handle.add(1)
+    summary = await nodes["a"].dispatch.find("counter", ["s"])
+    assert summary is not None
+    await nodes["b"].dispatch.ref(summary.actor_id).sleep()  # forwarded to a
+    assert not nodes["a"].is_live(summary.actor_id)
+    assert await nodes["a"].store.get_lease(summary.actor_id) is None
+    assert await nodes["b"].client().counter.get_or_create(["s"]).add(1) == 2
+    assert nodes["b"].is_live(summary.actor_id)
+    lease = await nodes["b"].store.get_lease(summary.actor_id)
+    assert lease is not None
+    assert lease.node_id == "b"
+
+
+async def test_a_lost_lease_drops_the_instance_and_fences_its_writes(nodes: Nodes) -> None:
+    a, b = nodes["a"], nodes["b"]
+    await a.client().counter.get_or_create(["lost"]).add(1)
+    summary = await a.dispatch.find("counter", ["lost"])
+    assert summary is not None
+    actor_id = summary.actor_id
+    far = 2**50  # a moment long after a's lease: as if a had been paused that long
+    await b.store.acquire_lease(actor_id, "b", 60_000, now=far)
+    assert a.cluster is not None
+    await a.cluster.renew()  # a learns it lost the actor
+    await _until(lambda: not a.is_live(actor_id))
+    assert await b.client().counter.get_or_create(["lost"]).get() == 1
+
+
+async def test_a_node_that_cannot_renew_stops_trusting_its_leases(nodes: Nodes) -> None:
+    a = nodes["a"]
+    await a.client().counter.get_or_create(["mute"]).add(1)
+    summary = await a.dispatch.find("counter", ["mute"])
+    assert summary is not None
+    assert a.cluster is not None
+    # No more heartbeats (as if the database were unreachable): the watchdog drops the
+    # actor before its lease (3 s) can expire in the store.
+    for task in a.cluster._tasks[:1]:
+        task.cancel()
+    await _until(lambda: not a.is_live(summary.actor_id), timeout=5)
+    lease = await a.store.get_lease(summary.actor_id)
+    assert lease is not None
+    assert lease.node_id == "a"
+
+
+async def test_drain_hands_the_actors_over_at_once(nodes: Nodes) -> None:
+    a, b = nodes["a"], nodes["b"]
+    await a.client().counter.get_or_create(["d"]).add(4)
+    await a.stop()
+    assert [n.node_id for n in await b.store.list_nodes()] == ["b"]
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    assert await b.client().counter.get_or_create(["d"]).add(1) == 5
+    assert loop.time() - started < 2.0  # well under the 3 s lease TTL: released, not expired
+
+
+async def test_an_alarm_of_a_drained_node_fires_once_on_another(nodes: Nodes) -> None:
+    a, b = nodes["a"], nodes["b"]
+    FIRES.clear()
+    handle = a.client().counter.get_or_create(["alarm"])
+    await handle.arm(0.6)
+    summary = await a.dispatch.find("counter", ["alarm"])
+    assert summary is not None
+    await a.stop()
+    await _until(lambda: FIRES.count(summary.actor_id) >= 1, timeout=10)
+    await asyncio.sleep(0.5)
+    assert FIRES.count(summary.actor_id) == 1
+    assert b.is_live(summary.actor_id)
+
+
+async def _until(condition: Callable[[], bool], timeout: float = 5.0) -> None:
+    async with asyncio.timeout(timeout):
+        while not condition():
+            await asyncio.sleep(0.02)
