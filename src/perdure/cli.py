@@ -249,6 +249,7 @@ def _serve(args: argparse.Namespace) -> int:
 
     from perdure.runtime.runtime import ActorRuntime
     from perdure.server import create_app
+    from perdure.server.draining import DrainingServer
 
     level = getattr(logging, args.log_level.upper())
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)-7s %(name)s: %(message)s")
@@ -268,11 +269,12 @@ def _serve(args: argparse.Namespace) -> int:
         print(f"perdure: error: {exc}", file=sys.stderr)
         return 1
     _log.info("store: %s", _describe_store(url))
+    runtime = ActorRuntime(registry, store, node=node)
     if node is not None:
         _log.info("cluster node %s, reachable by its peers at %s", node.node_id, node.address)
     options = registry.options
     config = uvicorn.Config(
-        create_app(ActorRuntime(registry, store, node=node)),
+        create_app(runtime),
         host=args.host,
         port=args.port,
         loop="uvloop",
@@ -299,7 +301,7 @@ def _serve(args: argparse.Namespace) -> int:
     # handlers it found installed. Installing ours turns that into a clean exit status 0.
     previous = {sig: signal.signal(sig, _stop_requested) for sig in _STOP_SIGNALS}
     try:
-        uvicorn.Server(config).run()
+        DrainingServer(config, runtime).run()
     except _StopRequested:
         pass
     finally:

@@ -72,9 +72,10 @@ class NodeConfig:
 
     @property
     def heartbeat_ms(self) -> int:
-        """How often the node heartbeats and renews its leases: three times per TTL, so
-        that two lost renewals in a row still leave time for a third."""
-        return max(100, self.lease_ttl_ms // 3)
+        """How often the node heartbeats, renews its leases and reads the directory:
+        three times per TTL, so that two lost renewals in a row still leave time for a
+        third, and at least every second, so that peers soon see a node join or drain."""
+        return max(100, min(self.lease_ttl_ms // 3, 1000))
 
     @property
     def margin_ms(self) -> int:
@@ -187,6 +188,7 @@ class ClusterMember:
         self.draining = True
         try:
             await self.store.heartbeat_node(self.node_id, self.config.lease_ttl_ms, draining=True)
+            await self.refresh()
         except Exception:
             _log.warning("could not mark node %s as draining", self.node_id, exc_info=True)
 
@@ -353,9 +355,12 @@ class ClusterMember:
         node leaves the directory when its heartbeat expires; a live one is tried again)."""
         self._suspects[node_id] = time.monotonic() + self.config.heartbeat_ms / 1000
 
-    def other_node(self, actor_id: str) -> PeerNode | None:
-        """A live peer to hand a new actor to while this node drains (spread by id)."""
+    async def other_node(self, actor_id: str) -> PeerNode | None:
+        """A live peer to hand an actor to while this node drains (spread by id)."""
         candidates = sorted(n for n in self._nodes if self.peer(n) is not None)
+        if not candidates and time.monotonic() - self._refreshed > 0.2:
+            await self.refresh()  # a node that joined since the last heartbeat
+            candidates = sorted(n for n in self._nodes if self.peer(n) is not None)
         if not candidates:
             return None
         return self._nodes[candidates[hash(actor_id) % len(candidates)]]

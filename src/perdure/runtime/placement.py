@@ -70,9 +70,13 @@ class Placement:
                 if node is not None:
                     return node
             if self._member.draining or self._runtime.closing:
-                return self._elsewhere(actor_id, forwarded)
+                return await self._elsewhere(actor_id, forwarded)
             try:
                 return await self._runtime.instance(actor_id)
+            except ActorStopping:
+                if not (self._member.draining or self._runtime.closing):
+                    raise
+                continue  # the node began draining meanwhile: hand the request over
             except ActorOwnedElsewhere as exc:
                 if forwarded:
                     raise NotOwner(actor_id, exc.owner_node) from None
@@ -154,11 +158,11 @@ class Placement:
         if node is not None:
             await self.peers.perform(node, actor_id, "$sleep", None)
 
-    def _elsewhere(self, actor_id: str, forwarded: bool) -> PeerNode:
+    async def _elsewhere(self, actor_id: str, forwarded: bool) -> PeerNode:
         """While stopping, a request for an actor not awake here goes to another node."""
         if forwarded:
             raise NotOwner(actor_id, None)
-        node = self._member.other_node(actor_id)
+        node = await self._member.other_node(actor_id)
         if node is None:
             raise ActorStopping("The server is shutting down.")
         return node

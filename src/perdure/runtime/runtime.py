@@ -107,6 +107,23 @@ class ActorRuntime:
             await self.cluster.leave()
         await self.store.close()
 
+    async def drain(self) -> None:
+        """A cluster node's first step of shutting down, while it still serves: take no
+        new actor, put every awake one to sleep (releasing its lease, so that the node
+        its next request reaches takes it at once), then give the peers one heartbeat
+        to see that this node is draining. ``stop()`` follows. Nothing for a lone
+        runtime."""
+        cluster = self.cluster
+        if cluster is None:
+            return
+        await cluster.drain()
+        _log.info("draining: putting %d live actor(s) to sleep", len(self._live))
+        await asyncio.gather(
+            *(self._stop_instance(inst, "shutdown") for inst in list(self._live.values())),
+            return_exceptions=True,
+        )
+        await asyncio.sleep(cluster.config.heartbeat_ms / 1000)
+
     async def __aenter__(self) -> ActorRuntime:
         await self.start()
         return self
@@ -229,8 +246,9 @@ class ActorRuntime:
             del self._creating[(name, key)]
         # Hand over the record just written, so that starting need not read it back. A
         # cluster node acquires the new actor's lease instead, as for any wake.
-        # (Another node may take the new actor at once: requests then go there.)
-        with contextlib.suppress(ActorOwnedElsewhere):
+        # (Another node may take the new actor at once, or this one may be draining:
+        # requests then go to the node that has it.)
+        with contextlib.suppress(ActorOwnedElsewhere, ActorStopping):
             await self.instance(record.actor_id, None if self.cluster else record)
         return record.actor_id
 
@@ -258,7 +276,7 @@ class ActorRuntime:
             return await self._wake(actor_id, record)
 
     async def _wake(self, actor_id: str, record: ActorRecord | None = None) -> ActorInstance:
-        if self._closing:
+        if self._closing or (self.cluster is not None and self.cluster.draining):
             raise ActorStopping("The server is shutting down.")
         future: asyncio.Future[ActorInstance] = asyncio.get_running_loop().create_future()
         self._waking[actor_id] = future
