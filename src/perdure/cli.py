@@ -114,34 +114,39 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _add_cluster_options(parser: argparse.ArgumentParser) -> None:
-    env = os.environ.get
     group = parser.add_argument_group(
         "cluster (PostgreSQL stores: every server is a node of the cluster on its database)"
     )
     group.add_argument(
         "--node-id",
-        default=env("PERDURE_NODE_ID"),
         help="this node's id, unique in the cluster ($PERDURE_NODE_ID; default HOSTNAME-PORT)",
     )
     group.add_argument(
         "--advertise",
-        default=env("PERDURE_ADVERTISE_URL"),
         help="the URL other nodes reach this one at ($PERDURE_ADVERTISE_URL; default "
         "http://HOST:PORT, with 127.0.0.1 for a wildcard host)",
     )
     group.add_argument(
         "--lease-ttl",
         type=float,
-        default=float(env("PERDURE_LEASE_TTL", "5")),
         help="seconds a node's leases last without renewal: how long a dead node's actors "
         "wait before another node takes them ($PERDURE_LEASE_TTL; default 5)",
     )
     group.add_argument(
         "--cluster-secret",
-        default=env("PERDURE_CLUSTER_SECRET"),
         help="a secret nodes present to each other on forwarded requests "
         "($PERDURE_CLUSTER_SECRET; default none: keep node ports private)",
     )
+
+
+def _lease_ttl(args: argparse.Namespace) -> float:
+    if args.lease_ttl is not None:
+        return float(args.lease_ttl)
+    text = os.environ.get("PERDURE_LEASE_TTL", "5")
+    try:
+        return float(text)
+    except ValueError:
+        raise CliError(f"PERDURE_LEASE_TTL must be a number of seconds, got {text!r}") from None
 
 
 def _node_config(args: argparse.Namespace, url: str) -> NodeConfig | None:
@@ -150,18 +155,19 @@ def _node_config(args: argparse.Namespace, url: str) -> NodeConfig | None:
         if args.node_id or args.advertise:
             raise CliError("--node-id and --advertise need a PostgreSQL store (--store)")
         return None
+    env = os.environ.get
     host = args.host if args.host not in ("0.0.0.0", "::", "") else "127.0.0.1"
     if ":" in host and not host.startswith("["):
         host = f"[{host}]"
-    address = args.advertise or f"http://{host}:{args.port}"
+    address = args.advertise or env("PERDURE_ADVERTISE_URL") or f"http://{host}:{args.port}"
     if not address.startswith(("http://", "https://")):
         raise CliError(f"--advertise must be an http:// or https:// URL, got {address!r}")
     try:
         return NodeConfig(
-            node_id=args.node_id or f"{socket.gethostname()}-{args.port}",
+            node_id=args.node_id or env("PERDURE_NODE_ID") or f"{socket.gethostname()}-{args.port}",
             address=address.rstrip("/"),
-            lease_ttl_ms=int(args.lease_ttl * 1000),
-            secret=args.cluster_secret or None,
+            lease_ttl_ms=int(_lease_ttl(args) * 1000),
+            secret=args.cluster_secret or env("PERDURE_CLUSTER_SECRET") or None,
         )
     except ValueError as exc:
         raise CliError(str(exc)) from None

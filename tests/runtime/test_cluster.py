@@ -233,3 +233,31 @@ async def _until(condition: Callable[[], bool], timeout: float = 5.0) -> None:
     async with asyncio.timeout(timeout):
         while not condition():
             await asyncio.sleep(0.02)
+
+
+async def test_the_forward_endpoint_needs_the_cluster_secret_when_one_is_set() -> None:
+    import cbor2
+
+    config = NodeConfig("solo", "http://solo", lease_ttl_ms=3000, secret="s3cret")
+    runtime = ActorRuntime(registry, MemoryStore(), node=config)
+    app = create_app(runtime)
+    await runtime.start()
+    try:
+        actor = await runtime.dispatch.create("counter", ["secret"])
+        body = cbor2.dumps({"actor": actor.actor_id, "op": "call", "action": "add", "args": [2]})
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://solo") as http:
+            refused = await http.post("/.perdure/forward", content=body)
+            wrong = await http.post(
+                "/.perdure/forward", content=body, headers={"x-perdure-cluster-secret": "no"}
+            )
+            served = await http.post(
+                "/.perdure/forward", content=body, headers={"x-perdure-cluster-secret": "s3cret"}
+            )
+        assert (refused.status_code, wrong.status_code) == (403, 403)
+        assert cbor2.loads(refused.content)["error"]["code"] == "forbidden"
+        assert served.status_code == 200
+        assert cbor2.loads(served.content)["result"] == 2
+        assert await runtime.client().counter.get(["secret"]).get() == 2  # applied once
+    finally:
+        await runtime.stop()
