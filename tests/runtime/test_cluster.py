@@ -183,7 +183,7 @@ async def test_a_lost_lease_drops_the_instance_and_fences_its_writes(nodes: Node
     far = 2**50  # a moment long after a's lease: as if a had been paused that long
     await b.store.acquire_lease(actor_id, "b", 60_000, now=far)
     assert a.cluster is not None
-    await a.cluster.renew()  # a learns it lost the actor
+    await a.cluster.renew(everything=True)  # a learns it lost the actor
     await _until(lambda: not a.is_live(actor_id))
     assert await b.client().counter.get_or_create(["lost"]).get() == 1
 

@@ -255,15 +255,18 @@ class ClusterMember:
     def _trust_from(self, sent: float) -> float:
         return sent + self._ttl_s - self.config.margin_ms / 1000
 
-    async def renew(self) -> None:
-        """Heartbeat and renew every held lease (one statement each); give up the
-        actors whose lease was lost."""
+    async def renew(self, *, everything: bool = False) -> None:
+        """Heartbeat, and renew the held leases that have used a third of their TTL
+        (all of them with ``everything``) in one statement; give up the actors whose
+        lease was lost. Each lease is so renewed about three times per TTL, however
+        often the node heartbeats."""
         ttl = self.config.lease_ttl_ms
         sent = time.monotonic()
         record = await self.store.heartbeat_node(self.node_id, ttl, draining=self.draining)
         if record is None:  # deregistered by someone (an operator, a clean-up): rejoin
             await self.store.register_node(self.node_id, self.config.address, ttl)
-        held = list(self._held.values())
+        due = sent + self._ttl_s * 2 / 3
+        held = [h for h in self._held.values() if everything or h.trusted_until < due]
         if not held:
             return
         renewed = await self.store.renew_leases([h.lease for h in held], ttl)
