@@ -219,7 +219,8 @@ def test_official_client_through_the_balancer(
 
 class _Load:
     """Increments of one counter through the balancer, one after the other, in a thread,
-    until stopped; a request that fails is retried (bounded) and counted."""
+    until stopped; a request that fails is retried (bounded) and counted. A connection
+    to the counter (through the balancer too) collects its events and counts its opens."""
 
     def __init__(self, url: str, key: str) -> None:
         self.url = url
@@ -227,6 +228,8 @@ class _Load:
         self.counts: list[int] = []
         self.failures: list[str] = []
         self.ambiguous = 0  # failures after which the increment may have applied
+        self.events: list[int] = []
+        self.opens = 0
         self.error: BaseException | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -246,9 +249,16 @@ class _Load:
         except BaseException as exc:
             self.error = exc
 
+    def _opened(self) -> None:
+        self.opens += 1
+
     async def _loop(self) -> None:
-        async with create_client(self.url, timeout=10) as client:
+        async with create_client(self.url, timeout=10, max_reconnect_delay=1.0) as client:
             counter = client.compatCounter.get_or_create([self.key])
+            conn = counter.connect()
+            conn.on("newCount", self.events.append)
+            conn.on_open(self._opened)
+            await conn.wait_open()
             while not self._stop.is_set():
                 deadline = time.monotonic() + TAKEOVER_LIMIT
                 while True:
@@ -268,7 +278,8 @@ class _Load:
 def test_rolling_restart_through_the_balancer(cluster: Cluster, balancer: Balancer) -> None:
     """SIGTERM one node at a time (it drains and exits 0), start it again, wait until
     the balancer sends it requests again, go on to the next; the requests of a steady
-    client never fail for good, and the counter loses nothing."""
+    client never fail for good, the counter loses nothing, and a WebSocket connection
+    through the balancer reconnects by itself and receives events after the last restart."""
     key = f"rolling-{secrets.token_hex(4)}"
     with _logs_on_failure(cluster, balancer), _Load(balancer.url, key) as load:
         for node in cluster.nodes:
@@ -279,6 +290,7 @@ def test_rolling_restart_through_the_balancer(cluster: Cluster, balancer: Balanc
             node.restart()
             balancer.wait_status({node.node_id: "UP"}, checked=True)
         _wait_for_progress(load, 20)
+        _wait_for_event(load, at_least=load.counts[-1])
     with _logs_on_failure(cluster, balancer):
         assert load.error is None, (load.error, load.failures)
         counts = load.counts
@@ -290,7 +302,22 @@ def test_rolling_restart_through_the_balancer(cluster: Cluster, balancer: Balanc
         ).json()["output"]["count"]
         # Every answered increment is counted once; a failed one may have applied too.
         assert len(counts) <= final <= len(counts) + load.ambiguous, (final, len(counts))
-        print(f"{len(counts)} increments, {len(load.failures)} retried: {load.failures}")
+        # Each node was stopped once, so the socket's node was too: it reconnected.
+        assert load.opens >= 2, load.opens
+        print(
+            f"{len(counts)} increments, {len(load.failures)} retried: {load.failures}; "
+            f"{len(load.events)} events, connection opened {load.opens} times"
+        )
+
+
+def _wait_for_event(load: _Load, *, at_least: int, timeout: float = 10.0) -> None:
+    """Wait (bounded) until the connection has delivered an event ``>= at_least``."""
+    deadline = time.monotonic() + timeout
+    while not (load.events and load.events[-1] >= at_least):
+        assert time.monotonic() < deadline, (
+            f"no event >= {at_least} (last: {load.events[-3:]}, opens: {load.opens})"
+        )
+        time.sleep(0.02)
 
 
 def _wait_for_progress(load: _Load, n: int, timeout: float = 20.0) -> None:
