@@ -261,3 +261,21 @@ async def test_the_forward_endpoint_needs_the_cluster_secret_when_one_is_set() -
         assert await runtime.client().counter.get(["secret"]).get() == 2  # applied once
     finally:
         await runtime.stop()
+
+
+async def test_management_routes_act_on_an_actor_held_by_another_node(nodes: Nodes) -> None:
+    a, b = nodes["a"], nodes["b"]
+    await a.client().counter.get_or_create(["managed"]).add(1)
+    summary = await a.dispatch.find("counter", ["managed"])
+    assert summary is not None
+    assert b.cluster is not None
+    peers = b.cluster.peers
+    transport = httpx.ASGITransport(app=create_app(b))
+    b.cluster.peers = peers  # keep the in-process links to a (create_app makes real ones)
+    async with httpx.AsyncClient(transport=transport, base_url="http://node-b") as http:
+        listed = (await http.get("/actors", params={"name": "counter"})).json()
+        deleted = await http.delete(f"/actors/{summary.actor_id}")
+    assert summary.actor_id in [actor["actor_id"] for actor in listed["actors"]]
+    assert deleted.status_code == 200
+    assert not a.is_live(summary.actor_id)  # destroyed where it lived, on_destroy there
+    assert await b.dispatch.get(summary.actor_id) is None
