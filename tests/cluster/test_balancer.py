@@ -13,7 +13,9 @@ a refused connection retried on another node). Clients know only the balancer's 
 - a rolling restart (SIGTERM one node at a time, start it again) under a steady stream
   of requests;
 - :func:`test_single_node_behind_the_balancer` checks the harness itself with one node
-  started without the node flags.
+  started without the node flags;
+- :func:`test_deploy_doc_haproxy_config`: the HAProxy configuration printed in
+  docs/deploy.md is valid and has the harness's settings.
 
 Without PostgreSQL, HAProxy, or (for the official client) Node.js and ``npm ci`` in
 tests/compat, the tests are skipped; with ``CI=true`` they fail instead.
@@ -23,7 +25,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import secrets
+import subprocess
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator
@@ -35,7 +39,8 @@ import pytest
 
 from perdure.client import ActorError, AsyncClient, TransportError, create_client
 from tests.compat.runner import ProgramRun, node_or_skip, run_program
-from tests.support.cluster import Balancer, Cluster, ClusterNode
+from tests.support.cluster import Balancer, Cluster, ClusterNode, haproxy_config, require_haproxy
+from tests.support.server import REPO_ROOT
 
 pytestmark = [pytest.mark.cluster, pytest.mark.postgres, pytest.mark.timeout(180)]
 
@@ -382,3 +387,39 @@ def test_single_node_official_client_behind_the_balancer(tmp_path: Path) -> None
                 timeout=PROGRAM_TIMEOUT,
             )
             _assert_passed(run, BEFORE)
+
+
+# ------------------------------------------------------------------ the deployment guide
+
+# What the guide's configuration must share with the harness's: balancing, stickiness
+# (none), WebSocket tunnel, retries on another node, health checks.
+SHARED_DIRECTIVES = [
+    "mode http",
+    "timeout tunnel 1h",
+    "retries 3",
+    "option redispatch 1",
+    "retry-on conn-failure empty-response",
+    "balance roundrobin",
+    "option httpchk GET /health",
+    "http-check expect status 200",
+]
+
+
+def test_deploy_doc_haproxy_config(tmp_path: Path) -> None:
+    haproxy = require_haproxy()
+    text = (REPO_ROOT / "docs" / "deploy.md").read_text()
+    blocks = re.findall(r"```haproxy\n(.*?)```", text, re.S)
+    assert len(blocks) == 1, "docs/deploy.md should hold one haproxy block"
+    path = tmp_path / "haproxy.cfg"
+    path.write_text(blocks[0])
+    check = subprocess.run(
+        [haproxy, "-c", "-f", str(path)], capture_output=True, text=True, timeout=15
+    )
+    assert check.returncode == 0, check.stdout + check.stderr
+    harness = haproxy_config([("node-0", "127.0.0.1:1")], port=2, stats_port=3)
+    for config in (blocks[0], harness):
+        lines = {line.strip() for line in config.splitlines()}
+        missing = [d for d in SHARED_DIRECTIVES if d not in lines]
+        assert not missing, f"missing {missing} in:\n{config}"
+        assert any(line.startswith("default-server check inter") for line in lines)
+        assert not any(line.startswith(("cookie", "stick", "balance source")) for line in lines)

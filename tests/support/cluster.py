@@ -51,6 +51,7 @@ __all__ = [
     "Balancer",
     "Cluster",
     "ClusterNode",
+    "haproxy_config",
     "require_haproxy",
     "store_url",
 ]
