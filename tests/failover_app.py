@@ -1,6 +1,7 @@
-"""Actors for the cluster failover tests: the seed's progress actor (from
-``tests.crash_app``) and an actor whose one-shot schedule records each fire in the file
-named by ``PERDURE_SIDE_EFFECTS`` (``"fire <actor id> <pid>"``)."""
+"""Actors for the cluster tests: the seed's progress actor (from ``tests.crash_app``), an
+actor whose one-shot schedule records each fire in the file named by
+``PERDURE_SIDE_EFFECTS`` (``"fire <actor id> <pid>"``), and a watcher that connects to a
+progress actor through ``c.client()`` and keeps the events it receives."""
 
 from __future__ import annotations
 
@@ -24,4 +25,25 @@ alarm_actor = actor(
     actions={"arm": _arm, "fired": _fired, "fires": lambda c: c.state["fires"]},
 )
 
-registry = setup(use={"progressActor": progress_actor, "alarmActor": alarm_actor})
+
+async def _follow(c: Any, key: str) -> str:
+    """Connect to progress actor ``key`` (wherever it lives) and keep its events."""
+    connection = await c.client().progressActor.get_or_create([key]).connect()
+    connection.on("progressUpdated", lambda p: c.state["seen"].append(p["completed"]))
+    c.vars["connection"] = connection  # kept open while this actor is awake
+    return str(connection.conn.actor_id)
+
+
+watcher_actor = actor(
+    state={"seen": []},
+    create_vars=lambda c: {},
+    actions={
+        "follow": _follow,
+        "seen": lambda c: c.state["seen"],
+        "ask": lambda c, key: c.client().progressActor.get_or_create([key]).getState(),
+    },
+)
+
+registry = setup(
+    use={"progressActor": progress_actor, "alarmActor": alarm_actor, "watcher": watcher_actor}
+)

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from perdure.errors import PerdureError
 
 if TYPE_CHECKING:
+    from perdure.runtime.connections import Transport
     from perdure.runtime.dispatch import ActorIdentity, Operation
     from perdure.store.base import ActorRecord, Lease, Store
 
@@ -44,6 +45,7 @@ __all__ = [
     "PeerLink",
     "PeerNode",
     "PeerUnreachable",
+    "RemoteConnection",
 ]
 
 _log = logging.getLogger("perdure.cluster")
@@ -106,9 +108,49 @@ class PeerLink(Protocol):
         """
         ...
 
+    async def connect(
+        self, node: PeerNode, actor_id: str, params: Any, transport: Transport
+    ) -> RemoteConnection:
+        """Open a connection to the actor at ``node`` for an in-process caller (an actor
+        connecting to another through ``c.client()``); events go to ``transport``."""
+        ...
+
     async def close(self) -> None:
         """Close kept-alive connections."""
         ...
+
+
+class RemoteConnection(Protocol):
+    """A connection to an actor on another node, with the surface of a local
+    :class:`~perdure.runtime.dispatch.ConnectionRef`."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def actor_id(self) -> str: ...
+
+    @property
+    def params(self) -> Any: ...
+
+    @property
+    def state(self) -> Any: ...
+
+    @property
+    def subscriptions(self) -> frozenset[str]: ...
+
+    @property
+    def subscription_count(self) -> int: ...
+
+    def subscribe(self, event: str) -> None: ...
+
+    def unsubscribe(self, event: str) -> None: ...
+
+    def is_subscribed(self, event: str) -> bool: ...
+
+    async def call(self, action: str, args: list[Any]) -> Any: ...
+
+    async def close(self) -> None: ...
 
 
 class PeerUnreachable(PerdureError):

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from perdure.errors import ActorNotFound
 from perdure.keys import Key, normalize_key
-from perdure.runtime.cluster import PeerNode
+from perdure.runtime.cluster import PeerNode, RemoteConnection
 from perdure.runtime.connections import Connection, Transport
 from perdure.runtime.queue import QueueSendResult
 
@@ -312,9 +312,14 @@ class ActorRef:
         )
         return result
 
-    async def connect(self, params: Any, transport: Transport) -> ConnectionRef:
+    async def connect(self, params: Any, transport: Transport) -> ConnectionRef | RemoteConnection:
         """Open a connection (``on_before_connect``, ``create_conn_state``,
-        ``on_connect``); events reach the client through ``transport``."""
+        ``on_connect``); events reach the client through ``transport``. In a cluster,
+        a connection to an actor on another node is opened there (for an in-process
+        caller; the server pipes a client's socket instead, see ``remote_owner``)."""
+        placement = self._runtime.placement
+        if placement is not None and self._runtime.live_instance(self.actor_id) is None:
+            return await placement.connect(self.actor_id, params, transport)
         instance = await self._instance()
         return ConnectionRef(instance, await instance.connect(params, transport))
 

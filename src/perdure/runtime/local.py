@@ -17,6 +17,7 @@ from perdure.keys import normalize_key
 from perdure.runtime.dispatch import ActorAddress, ActorRef, CallAction, ConnectionRef, SendMessage
 
 if TYPE_CHECKING:
+    from perdure.runtime.cluster import RemoteConnection
     from perdure.runtime.dispatch import ActorDispatch, Operation, ResolveMethod
     from perdure.runtime.queue import QueueSendResult
 
@@ -156,7 +157,7 @@ class LocalConnection:
     """An in-process connection; it is its own transport."""
 
     def __init__(self) -> None:
-        self.conn: ConnectionRef | None = None
+        self.conn: ConnectionRef | RemoteConnection | None = None
         self.events: list[tuple[str, list[Any]]] = []
         self.closed: tuple[int, str] | None = None
         self._listeners: dict[str, list[Callable[..., Any]]] = {}

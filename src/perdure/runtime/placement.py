@@ -25,10 +25,12 @@ from typing import TYPE_CHECKING, Any
 
 from perdure.errors import ActorStopping
 from perdure.runtime.cluster import ActorUnavailable, NotOwner, PeerNode, PeerUnreachable
+from perdure.runtime.dispatch import ConnectionRef
 from perdure.store.errors import ActorOwnedElsewhere
 
 if TYPE_CHECKING:
-    from perdure.runtime.cluster import ClusterMember, PeerLink
+    from perdure.runtime.cluster import ClusterMember, PeerLink, RemoteConnection
+    from perdure.runtime.connections import Transport
     from perdure.runtime.dispatch import ActorIdentity, Operation
     from perdure.runtime.instance import ActorInstance
     from perdure.runtime.runtime import ActorRuntime
@@ -148,6 +150,21 @@ class Placement:
         finally:
             if not task.done():
                 task.cancel()
+
+    async def connect(
+        self, actor_id: str, params: Any, transport: Transport
+    ) -> ConnectionRef | RemoteConnection:
+        """Open a connection here if the actor is (or can be) served here, else on the
+        node that owns it."""
+        target = await self.locate(actor_id, forwarded=False)
+        if not isinstance(target, PeerNode):
+            return ConnectionRef(target, await target.connect(params, transport))
+        try:
+            return await self.peers.connect(target, actor_id, params, transport)
+        except PeerUnreachable:
+            self._forget(actor_id)
+            self._member.suspect(target.node_id)
+            raise
 
     async def sleep_elsewhere(self, actor_id: str) -> None:
         """Put an actor to sleep on the node that holds it, if any does."""

@@ -20,14 +20,23 @@ from __future__ import annotations
 
 import hmac
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import cbor2
 import httpx
 
 from perdure import __version__
+from perdure.client.aio import AsyncActorConnection, AsyncClient
 from perdure.errors import InvalidRequest, PerdureError, status_for
-from perdure.runtime.cluster import ActorUnavailable, NotOwner, PeerNode, PeerUnreachable
+from perdure.runtime.cluster import (
+    ActorUnavailable,
+    NotOwner,
+    PeerNode,
+    PeerUnreachable,
+    RemoteConnection,
+)
+from perdure.runtime.connections import Transport
 from perdure.runtime.dispatch import (
     NO_CONNECTION,
     ActorIdentity,
@@ -51,6 +60,7 @@ _log = logging.getLogger("perdure.cluster")
 # Longer than any action may run (the actor's own timeout answers first).
 _READ_TIMEOUT = 120.0
 _MAX_FORWARD_BODY = 64 * 1024 * 1024
+_CONNECT_TIMEOUT = 10.0
 
 
 class HttpPeers:
@@ -103,8 +113,93 @@ class HttpPeers:
             ) from None
         return _answer(response, operation)
 
+    async def connect(
+        self, node: PeerNode, actor_id: str, params: Any, transport: Transport
+    ) -> RemoteConnection:
+        """The network client's connection to the actor on ``node`` (by id, in CBOR),
+        adapted to the runtime's connection surface."""
+        client = AsyncClient(node.address, encoding="cbor", max_reconnect_delay=1.0)
+        connection = client.actor("actor").get_for_id(actor_id).connect(params)
+        try:
+            await connection.wait_open(timeout=_CONNECT_TIMEOUT)
+        except BaseException:
+            await connection.dispose()
+            await client.close()
+            raise
+        return PeerConnection(client, connection, actor_id, params, transport)
+
     async def close(self) -> None:
         await self._client.aclose()
+
+
+class PeerConnection:
+    """A connection to an actor on another node, for an in-process caller: the
+    network client's connection, with the surface of a local ``ConnectionRef``. Events
+    it receives go to the caller's transport; it reconnects by itself (through the node
+    it was opened on, which pipes to the actor's node if the actor moves)."""
+
+    def __init__(
+        self,
+        client: AsyncClient,
+        connection: AsyncActorConnection,
+        actor_id: str,
+        params: Any,
+        transport: Transport,
+    ) -> None:
+        self._client = client
+        self._connection = connection
+        self._actor_id = actor_id
+        self._params = params
+        self._transport = transport
+        self._offs: dict[str, Callable[[], None]] = {}
+
+    @property
+    def id(self) -> str:
+        return self._connection.connection_id or ""
+
+    @property
+    def actor_id(self) -> str:
+        return self._actor_id
+
+    @property
+    def params(self) -> Any:
+        return self._params
+
+    @property
+    def state(self) -> Any:
+        """A remote connection's state lives on the actor's node: not visible here."""
+        return None
+
+    @property
+    def subscriptions(self) -> frozenset[str]:
+        return frozenset(self._offs)
+
+    @property
+    def subscription_count(self) -> int:
+        return len(self._offs)
+
+    def subscribe(self, event: str) -> None:
+        if event not in self._offs:
+            send = self._transport.send_event
+            self._offs[event] = self._connection.on(event, lambda *args: send(event, list(args)))
+
+    def unsubscribe(self, event: str) -> None:
+        off = self._offs.pop(event, None)
+        if off is not None:
+            off()
+
+    def is_subscribed(self, event: str) -> bool:
+        return event in self._offs
+
+    async def call(self, action: str, args: list[Any]) -> Any:
+        return await self._connection.action(action, *args)
+
+    async def close(self) -> None:
+        self._offs.clear()
+        try:
+            await self._connection.dispose()
+        finally:
+            await self._client.close()
 
 
 def _request(actor_id: str, operation: Operation | str, params: Any) -> dict[str, Any]:

@@ -33,6 +33,7 @@ from websockets.asyncio.client import ClientConnection
 from perdure.errors import InvalidRequest, MessageError, PerdureError
 from perdure.protocol.codec import Encoding, decode_to_server, is_binary, parse_encoding
 from perdure.protocol.messages import ActionRequest, Init, SubscriptionRequest
+from perdure.runtime.cluster import RemoteConnection
 from perdure.runtime.dispatch import ConnectionRef
 from perdure.runtime.runtime import ActorRuntime
 from perdure.server._asgi import Receive, Scope, Send, header_value
@@ -49,6 +50,8 @@ from perdure.server.target import (
 
 __all__ = ["MAX_IN_FLIGHT", "MAX_SUBSCRIPTIONS", "ConnectHandler", "DirectConnect"]
 
+# A connection served here, or opened on another node (an in-process race: see pipe).
+AnyConnection = ConnectionRef | RemoteConnection
 MAX_IN_FLIGHT = 1024
 MAX_SUBSCRIPTIONS = 1024
 _ENCODING_PREFIX = "rivet_encoding."
@@ -89,7 +92,7 @@ class ConnectHandler:
             transport.fail(public_error(exc))
             await transport.run()
             return
-        if not isinstance(admitted, ConnectionRef):
+        if isinstance(admitted, ClientConnection):
             # The actor lives on another node of the cluster: pipe the frames there.
             await pipe_to_owner(receive, send, admitted)
             return
@@ -98,7 +101,7 @@ class ConnectHandler:
 
     async def _admit(
         self, scope: Scope, segment: bytes, params_text: str | None, transport: SocketTransport
-    ) -> ConnectionRef | ClientConnection:
+    ) -> ConnectionRef | RemoteConnection | ClientConnection:
         target = parse_target(
             path_segment(segment), parse_query(scope["query_string"]), self.options, self.names
         )
@@ -132,7 +135,7 @@ class ConnectHandler:
         return True
 
     async def _serve(
-        self, receive: Receive, conn: ConnectionRef, transport: SocketTransport
+        self, receive: Receive, conn: AnyConnection, transport: SocketTransport
     ) -> None:
         writer = asyncio.create_task(transport.run(), name=f"ws writer {conn.id}")
         actions: set[asyncio.Task[None]] = set()
@@ -154,7 +157,7 @@ class ConnectHandler:
     async def _receive_loop(
         self,
         receive: Receive,
-        conn: ConnectionRef,
+        conn: AnyConnection,
         transport: SocketTransport,
         actions: set[asyncio.Task[None]],
     ) -> None:
@@ -201,7 +204,7 @@ class ConnectHandler:
 
     @staticmethod
     async def _action(
-        conn: ConnectionRef, transport: SocketTransport, request: ActionRequest
+        conn: AnyConnection, transport: SocketTransport, request: ActionRequest
     ) -> None:
         try:
             output = await conn.call(request.name, request.args)
@@ -269,7 +272,7 @@ def _decode(data: bytes | str, enc: Encoding) -> ActionRequest | SubscriptionReq
         return None
 
 
-def _subscribe(conn: ConnectionRef, request: SubscriptionRequest) -> bool:
+def _subscribe(conn: AnyConnection, request: SubscriptionRequest) -> bool:
     """Apply a subscription change; ``False`` when the connection has too many."""
     name = request.event_name
     if not request.subscribe:
