@@ -36,8 +36,7 @@ import time
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from types import TracebackType
-from typing import IO, Any
+from typing import IO, Any, Self
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import httpx
@@ -71,6 +70,22 @@ def store_url(schema: str, base: str = POSTGRES_URL) -> str:
     query = [(k, v) for k, v in parse_qsl(parts.query) if k != "schema"]
     query.append(("schema", schema))
     return urlunsplit(parts._replace(query=urlencode(query)))
+
+
+class _StartStop:
+    """``with x:`` starts ``x`` and stops it on the way out, whatever happened."""
+
+    def start(self) -> Self:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
 
 
 class ClusterNode(ServerProcess):
@@ -160,13 +175,13 @@ class ClusterNode(ServerProcess):
         return body
 
 
-class Cluster:
+class Cluster(_StartStop):
     """``size`` nodes serving ``registry`` on one fresh PostgreSQL schema.
 
     Node ``i`` is named ``node-<i>``; its data directory (which holds only its logs)
     is ``base_dir/node-<i>``. :meth:`start` (or ``with``) starts the first node alone
-    (it creates the tables), then the others together. :meth:`close` kills every node
-    and drops the schema.
+    (it creates the tables), then the others together. :meth:`stop` (or leaving the
+    ``with``) kills every node and drops the schema.
     """
 
     def __init__(
@@ -209,7 +224,7 @@ class Cluster:
         """Node ``index``."""
         return self.nodes[index]
 
-    def start(self) -> Cluster:
+    def start(self) -> Self:
         """Start every node; bounded by each node's start timeout."""
         try:
             if self.nodes:
@@ -220,26 +235,17 @@ class Cluster:
                     for _ in pool.map(ClusterNode.start, rest):
                         pass
         except BaseException:
-            self.close()
+            self.stop()
             raise
         return self
 
-    def close(self) -> None:
+    def stop(self) -> None:
         """Kill every node (SIGKILL, no drain) and drop the schema."""
         for node in self.nodes:
             node.kill()
         drop_schema(self.schema)
 
-    def __enter__(self) -> Cluster:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.close()
+    close = stop
 
     def live_nodes(self, *, timeout: float = 20.0) -> list[dict[str, Any]]:
         """What ``perdure nodes --store URL --json`` lists (one dict per live node)."""
@@ -334,7 +340,7 @@ def haproxy_config(
     return "\n".join(lines)
 
 
-class Balancer:
+class Balancer(_StartStop):
     """HAProxy on ``127.0.0.1:<port>`` in front of ``servers`` (``(name, "host:port")``).
 
     Its configuration and log live in ``base_dir``; its statistics (each server's
@@ -385,7 +391,7 @@ class Balancer:
         """True while HAProxy is alive."""
         return self.process is not None and self.process.poll() is None
 
-    def start(self, *, wait_up: bool = True) -> Balancer:
+    def start(self, *, wait_up: bool = True) -> Self:
         """Write the configuration, start HAProxy in the foreground and wait (bounded)
         until it answers, and with ``wait_up`` until every server is up."""
         assert not self.running, "already running"
@@ -434,17 +440,6 @@ class Balancer:
         if self._log is not None:
             self._log.close()
             self._log = None
-
-    def __enter__(self) -> Balancer:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     def stats(self) -> list[dict[str, str]]:
         """HAProxy's statistics row of each server (``svname``, ``status``,
