@@ -215,7 +215,7 @@ async def test_a_paused_owner_is_fenced_and_drops_the_actor(tmp_path: Path, stor
             finally:
                 os.kill(owner.process.pid, signal.SIGCONT)
             # The resumed node notices it can no longer trust its lease and drops the actor.
-            await wait_for_log(owner, "could not renew its lease", 10)
+            await wait_for_log(owner, "could not heartbeat in time", 10)
             state = await drained([handle, first])
     finally:
         for node in nodes:

@@ -14,6 +14,7 @@ import pytest
 
 from perdure.store import Lease, NodeRecord, Store
 from perdure.store._shared import wall_clock_ms
+from perdure.store.errors import ActorOwnedElsewhere
 
 from .test_contract import NOW, record
 from .test_contract_leases import LONG, PAST
@@ -107,34 +108,59 @@ async def test_ttls_must_be_positive(store: Store) -> None:
 # --- each node's actors -----------------------------------------------------------------
 
 
-async def test_listed_nodes_count_the_actors_they_hold_a_live_lease_on(store: Store) -> None:
-    for actor_id in ("a1", "a2", "a3", "a4", "a5", "a6"):
+async def test_listed_nodes_count_the_actors_they_own(store: Store) -> None:
+    for actor_id in ("a1", "a2", "a3", "a4", "a5"):
         await store.create_actor(record(actor_id))
     for node_id in ("n1", "n2", "n3"):
         await store.register_node(node_id, ADDRESS, LONG)
     await store.acquire_lease("a1", "n1", LONG)
     _, a2 = await store.acquire_lease("a2", "n1", LONG)
-    await store.acquire_lease("a3", "n1", 1_000, now=PAST)  # expired long ago
+    await store.acquire_lease("a3", "n1", 1_000, now=PAST)  # its own expiry long past
     await store.acquire_lease("a4", "n2", LONG)
-    await store.acquire_lease("a5", "n3", 1_000, now=NOW)
-    await store.acquire_lease("a6", "gone", LONG)  # a node that is not registered
+    await store.acquire_lease("a5", "gone", 1_000, now=PAST)  # a node that is not registered
 
     async def counts(**options: Any) -> dict[str, int]:
         return {node.node_id: node.actors for node in await store.list_nodes(**options)}
 
-    assert await counts() == {"n1": 2, "n2": 1, "n3": 0}
-    # On the caller's clock: a5's lease is live until NOW + 1_000, a3's is not.
-    assert await counts(now=NOW + 999) == {"n1": 2, "n2": 1, "n3": 1}
-    assert await counts(now=NOW + 1_000) == {"n1": 2, "n2": 1, "n3": 0}
+    # A heartbeating node holds its leases whatever their own expiry: a3 counts.
+    assert await counts() == {"n1": 3, "n2": 1, "n3": 0}
     await store.release_lease(a2)
     await store.delete_actor("a1")
-    await store.claim_actor("a3")  # the one-node claim records no owner
-    assert await counts() == {"n1": 0, "n2": 1, "n3": 0}
-    await store.acquire_lease("a3", "n2", LONG)
-    assert await counts() == {"n1": 0, "n2": 2, "n3": 0}
-    await store.heartbeat_node("n2", 1_000, now=NOW)  # n2 is dead, its leases are not
-    assert await counts() == {"n1": 0, "n3": 0}
-    assert await counts(include_dead=True) == {"n1": 0, "n2": 2, "n3": 0}
+    assert await counts() == {"n1": 1, "n2": 1, "n3": 0}
+    await store.acquire_lease("a5", "n2", LONG)  # the unregistered owner's lease lapsed
+    assert await counts() == {"n1": 1, "n2": 2, "n3": 0}
+    await store.heartbeat_node("n2", 1_000, now=NOW)  # n2 is dead, its rows still name it
+    assert await counts() == {"n1": 1, "n3": 0}
+    assert await counts(include_dead=True) == {"n1": 1, "n2": 2, "n3": 0}
+
+
+async def test_a_heartbeating_node_keeps_its_leases_past_their_own_expiry(store: Store) -> None:
+    await store.create_actor(record("a1"))
+    await store.register_node("n1", ADDRESS, 10_000, now=NOW)
+    _, lease = await store.acquire_lease("a1", "n1", 1_000, now=NOW)
+    # Past the lease's own expiry, the node's heartbeat keeps others out.
+    with pytest.raises(ActorOwnedElsewhere) as refused:
+        await store.acquire_lease("a1", "n2", LONG, now=NOW + 5_000)
+    assert refused.value.metadata["expires_at"] == NOW + 10_000  # when it may lapse
+    await store.heartbeat_node("n1", 10_000, now=NOW + 9_000)  # still alive: held on
+    with pytest.raises(ActorOwnedElsewhere):
+        await store.acquire_lease("a1", "n2", LONG, now=NOW + 15_000)
+    # The node stops heartbeating: its leases lapse with its heartbeat.
+    _, taken = await store.acquire_lease("a1", "n2", LONG, now=NOW + 19_000)
+    assert taken.generation == lease.generation + 1
+    assert await store.get_lease("a1") == taken
+
+
+async def test_a_lone_server_cannot_claim_an_actor_of_a_heartbeating_node(store: Store) -> None:
+    await store.create_actor(record("a1"))
+    await store.register_node("n1", ADDRESS, LONG)  # on the store's clock: alive
+    await store.acquire_lease("a1", "n1", 1_000, now=PAST)  # its own expiry long past
+    with pytest.raises(ActorOwnedElsewhere):
+        await store.claim_actor("a1")
+    await store.deregister_node("n1")  # gone: nothing keeps the actor any more
+    claimed = await store.claim_actor("a1")
+    assert claimed is not None
+    assert await store.get_lease("a1") is None
 
 
 # --- renewing many leases at once -------------------------------------------------------
@@ -178,14 +204,13 @@ async def test_renewed_leases_are_live_on_the_store_clock(store: Store) -> None:
     await store.create_actor(record("a1"))
     await store.register_node("n1", ADDRESS, LONG)
     _, lease = await store.acquire_lease("a1", "n1", 1_000, now=PAST)
-    [node] = await store.list_nodes()
-    assert node.actors == 0  # expired
     [renewed] = await store.renew_leases([lease, lease], LONG)  # the same lease, once
     assert renewed.expires_at >= wall_clock_ms() + LONG - 60_000
     assert renewed == Lease("a1", "n1", lease.generation, renewed.expires_at)
     assert await store.get_lease("a1") == renewed
-    [node] = await store.list_nodes()
-    assert node.actors == 1
+    await store.deregister_node("n1")  # without a heartbeat, the renewed expiry holds
+    with pytest.raises(ActorOwnedElsewhere):
+        await store.acquire_lease("a1", "n2", LONG)
 
 
 async def test_renewing_no_leases_renews_nothing(store: Store) -> None:

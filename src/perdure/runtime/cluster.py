@@ -4,18 +4,21 @@ Several ``perdure serve`` processes on one PostgreSQL act as one server (DESIGN 
 database is the only source of truth; there is no consensus protocol of our own:
 
 - **Membership.** A node registers (``nodes`` table: id, the address peers reach it at,
-  heartbeat) when its runtime starts, heartbeats every third of the lease TTL, and
-  deregisters when it stops. A node whose heartbeat has expired is dead to the others.
+  heartbeat) when its runtime starts, heartbeats every third of the lease TTL (at least
+  every second), and deregisters when it stops. A node whose heartbeat has expired is
+  dead to the others.
 - **Leases.** Waking an actor acquires its lease (one statement that also counts a new
-  generation, the fence of every commit). The node renews the leases of all its awake
-  actors in one statement per heartbeat and releases each lease when its actor sleeps.
-  A lease that is not renewed expires after the TTL; then any node may take the actor.
-- **Stop writing before anyone may take over.** Each lease is trusted locally only until
-  ``(when its last acquire or renewal was sent) + TTL - margin`` on this process's
-  monotonic clock. The database set the expiry after that moment, so the node gives the
-  actor up (drops the instance, no more writes) before the lease can expire. A write
-  already on its way when the node was paused is refused by the fence if another node
-  has taken the actor since.
+  generation, the fence of every commit) and the node releases it when the actor
+  sleeps. A lease stays live while its node heartbeats, so the upkeep of a node is one
+  statement per heartbeat however many actors it holds; when a node stops heartbeating
+  (killed, paused, cut off), its leases expire with its heartbeat, after the TTL, and
+  any node may take its actors.
+- **Stop writing before anyone may take over.** A node trusts its leases only until
+  ``(when its last heartbeat, or the acquire, was sent) + TTL - margin`` on this
+  process's monotonic clock. The database set the expiry after that moment, so the node
+  gives its actors up (drops the instances, no more writes) before anyone else may take
+  them. A write already on its way when the node was paused is refused by the fence if
+  another node has taken the actor since.
 
 The transport to peers is a port (:class:`PeerLink`): the server layer implements it
 over HTTP and hands it to the runtime, which never imports a network library for it.
@@ -186,7 +189,7 @@ class ActorUnavailable(PerdureError):
 @dataclass(slots=True)
 class _Held:
     lease: Lease
-    trusted_until: float  # monotonic seconds: past this, the node gives the actor up
+    trusted_until: float  # monotonic: the lease's own expiry, as acquired, holds until then
 
 
 class ClusterMember:
@@ -204,6 +207,7 @@ class ClusterMember:
         self.draining = False
         self._give_up = give_up
         self._held: dict[str, _Held] = {}
+        self._node_trusted_until = 0.0  # monotonic: the node's heartbeat holds until then
         self._nodes: dict[str, PeerNode] = {}  # live nodes that take work (not draining)
         self._listed: set[str] = set()  # every node with a live heartbeat
         self._suspects: dict[str, float] = {}  # node id -> avoided until (monotonic)
@@ -216,7 +220,9 @@ class ClusterMember:
     async def start(self) -> None:
         """Register, learn the peers, and start heartbeating."""
         config = self.config
+        sent = time.monotonic()
         await self.store.register_node(config.node_id, config.address, config.lease_ttl_ms)
+        self._node_trusted_until = self._trust_from(sent)
         await self.refresh()
         peers = len(self._nodes) - 1
         _log.info("node %s joined at %s (%d other node(s))", self.node_id, config.address, peers)
@@ -283,7 +289,7 @@ class ClusterMember:
         """False when the lease on an awake actor can no longer be trusted (the node was
         paused past it, say): the actor is given up at once, before it serves anything."""
         held = self._held.get(actor_id)
-        if held is None or held.trusted_until > time.monotonic():
+        if held is None or self._trusted(held) > time.monotonic():
             return True
         del self._held[actor_id]
         self._give_up(actor_id, held.lease.generation)
@@ -297,34 +303,28 @@ class ClusterMember:
     def _trust_from(self, sent: float) -> float:
         return sent + self._ttl_s - self.config.margin_ms / 1000
 
-    async def renew(self, *, everything: bool = False) -> None:
-        """Heartbeat, and renew the held leases that have used a third of their TTL
-        (all of them with ``everything``) in one statement; give up the actors whose
-        lease was lost. Each lease is so renewed about three times per TTL, however
-        often the node heartbeats."""
+    def _trusted(self, held: _Held) -> float:
+        """Until when a lease holds for sure: its own expiry as acquired, or the node's
+        heartbeat, whichever is later (a lease is live while its node heartbeats)."""
+        return max(held.trusted_until, self._node_trusted_until)
+
+    async def renew(self) -> None:
+        """Heartbeat: one statement keeps every lease of this node live (see the store
+        contract). If the node's row was removed meanwhile (an operator, a clean-up),
+        its leases may have been taken: give every actor up, then join again."""
         ttl = self.config.lease_ttl_ms
         sent = time.monotonic()
         record = await self.store.heartbeat_node(self.node_id, ttl, draining=self.draining)
-        if record is None:  # deregistered by someone (an operator, a clean-up): rejoin
+        if record is None:
+            _log.warning("node %s was removed from the cluster: dropping its actors", self.node_id)
+            self._give_up_all()
             await self.store.register_node(self.node_id, self.config.address, ttl)
-        due = sent + self._ttl_s * 2 / 3
-        held = [h for h in self._held.values() if everything or h.trusted_until < due]
-        if not held:
-            return
-        renewed = await self.store.renew_leases([h.lease for h in held], ttl)
-        kept = {(lease.actor_id, lease.generation) for lease in renewed}
-        trusted_until = self._trust_from(sent)
-        for entry in held:
-            lease = entry.lease
-            current = self._held.get(lease.actor_id)
-            if current is not entry:
-                continue  # released or re-acquired meanwhile
-            if (lease.actor_id, lease.generation) in kept:
-                entry.trusted_until = trusted_until
-            else:
-                _log.warning("node %s lost its lease on actor %s", self.node_id, lease.actor_id)
-                del self._held[lease.actor_id]
-                self._give_up(lease.actor_id, lease.generation)
+        self._node_trusted_until = self._trust_from(sent)
+
+    def _give_up_all(self) -> None:
+        held, self._held = self._held, {}
+        for actor_id, entry in held.items():
+            self._give_up(actor_id, entry.lease.generation)
 
     def _expire_untrusted(self) -> float:
         """Give up every actor whose lease can no longer be trusted; returns when the
@@ -332,16 +332,17 @@ class ClusterMember:
         now = time.monotonic()
         soonest = now + self._ttl_s
         for actor_id, entry in list(self._held.items()):
-            if entry.trusted_until <= now:
+            until = self._trusted(entry)
+            if until <= now:
                 _log.warning(
-                    "node %s could not renew its lease on actor %s in time: dropping it",
+                    "node %s could not heartbeat in time: dropping actor %s",
                     self.node_id,
                     actor_id,
                 )
                 del self._held[actor_id]
                 self._give_up(actor_id, entry.lease.generation)
             else:
-                soonest = min(soonest, entry.trusted_until)
+                soonest = min(soonest, until)
         return soonest
 
     async def _heartbeat_loop(self) -> None:

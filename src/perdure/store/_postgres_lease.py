@@ -43,12 +43,17 @@ CLOCK: LiteralString = (
     "c AS (SELECT COALESCE(%(now)s::bigint,"
     " (extract(epoch FROM clock_timestamp()) * 1000)::bigint) AS ms)"
 )
-# The lease keeps other nodes out while `owner_node IS NOT NULL AND lease_expires_at > now`.
+# A lease keeps other nodes out while its own expiry has not passed, or while its node
+# heartbeats (a live node's leases need no renewal of their own; see base.py).
 _FREE: LiteralString = (
-    "(t.owner_node IS NULL OR t.lease_expires_at IS NULL OR t.lease_expires_at <= c.ms)"
+    "(t.owner_node IS NULL OR ((t.lease_expires_at IS NULL OR t.lease_expires_at <= c.ms)"
+    " AND NOT EXISTS (SELECT 1 FROM nodes AS n WHERE n.node_id = t.owner_node"
+    " AND n.expires_at > c.ms)))"
 )
+# `was_until`: until when the lease found keeps others out (its node's heartbeat, if later).
 _LOCK: LiteralString = (
-    "l AS (SELECT actor_id AS locked, owner_node AS was_owner, lease_expires_at AS was_until"
+    "l AS (SELECT actor_id AS locked, owner_node AS was_owner, GREATEST(lease_expires_at,"
+    " (SELECT n.expires_at FROM nodes AS n WHERE n.node_id = owner_node)) AS was_until"
     " FROM actors WHERE actor_id = %(actor_id)s FOR UPDATE)"
 )
 # One row if the actor exists: the taken row's columns (NULL if refused), then the lease

@@ -60,7 +60,7 @@ DEREGISTER_NODE: LiteralString = "DELETE FROM nodes WHERE node_id = %(node)s RET
 # database's) reads the partial index actors_owner_node; ids are listed in byte order.
 LIST_NODES: LiteralString = (
     f"WITH {CLOCK} SELECT {_NODE_COLUMNS}, (SELECT count(*) FROM actors AS a"
-    " WHERE a.owner_node = n.node_id AND a.lease_expires_at > c.ms)"
+    " WHERE a.owner_node = n.node_id)"
     " FROM nodes AS n, c WHERE %(include_dead)s OR n.expires_at > c.ms"
     ' ORDER BY n.node_id COLLATE "C"'
 )

@@ -97,10 +97,21 @@ def check_ttl(ttl_ms: int) -> None:
         raise ValueError(f"ttl_ms must be positive, not {ttl_ms}")
 
 
-def lease_is_live(owner_node: str | None, expires_at: int | None, now: int) -> bool:
-    """Whether a stored lease keeps other nodes out at ``now`` (the SQL backends say the
-    same in their statements: ``owner_node IS NOT NULL AND lease_expires_at > now``)."""
-    return owner_node is not None and expires_at is not None and expires_at > now
+def lease_is_live(
+    owner_node: str | None,
+    expires_at: int | None,
+    now: int,
+    *,
+    node_expires_at: int | None = None,
+) -> bool:
+    """Whether a stored lease keeps other nodes out at ``now``: its own expiry has not
+    passed, or its node (registered until ``node_expires_at``) heartbeats. The SQL
+    backends say the same in their statements."""
+    if owner_node is None:
+        return False
+    if expires_at is not None and expires_at > now:
+        return True
+    return node_expires_at is not None and node_expires_at > now
 
 
 def lease_from_rows(actor_id: str, rows: list[Any]) -> Lease | None:

@@ -20,9 +20,18 @@ from perdure.store.errors import ActorOwnedElsewhere, LeaseLost
 
 __all__ = ["AcquireOp", "ClaimDueOp", "ClaimOp", "ReleaseOp", "RenewLeasesOp", "RenewOp"]
 
-# The lease keeps other nodes out while `owner_node IS NOT NULL AND lease_expires_at > now`.
-_FREE = "(owner_node IS NULL OR lease_expires_at IS NULL OR lease_expires_at <= ?)"
-_OWNER = "SELECT owner_node, lease_expires_at FROM actors WHERE actor_id = ?"
+# A lease keeps other nodes out while its own expiry has not passed, or while its node
+# heartbeats (see base.py). Two parameters: now, now.
+_FREE = (
+    "(owner_node IS NULL OR ((lease_expires_at IS NULL OR lease_expires_at <= ?)"
+    " AND NOT EXISTS (SELECT 1 FROM nodes WHERE nodes.node_id = actors.owner_node"
+    " AND nodes.expires_at > ?)))"
+)
+# Until when the lease found keeps others out: its node's heartbeat, if later.
+_OWNER = (
+    "SELECT owner_node, max(coalesce(lease_expires_at, 0), coalesce((SELECT expires_at"
+    " FROM nodes WHERE nodes.node_id = actors.owner_node), 0)) FROM actors WHERE actor_id = ?"
+)
 
 
 def _refusal(db: sqlite3.Connection, actor_id: str) -> ActorOwnedElsewhere | None:
@@ -51,7 +60,7 @@ class ClaimOp(WriteOp):
         )
 
     def apply(self, db: sqlite3.Connection) -> None:
-        rows = db.execute(self.sql, (self.actor_id, self.now)).fetchall()
+        rows = db.execute(self.sql, (self.actor_id, self.now, self.now)).fetchall()
         if rows:
             self.result = rows[0]
         else:
@@ -84,7 +93,7 @@ class AcquireOp(WriteOp):
         )
 
     def apply(self, db: sqlite3.Connection) -> None:
-        params = (self.node_id, self.expires_at, self.actor_id, self.node_id, self.now)
+        params = (self.node_id, self.expires_at, self.actor_id, self.node_id, self.now, self.now)
         rows = db.execute(self.sql, params).fetchall()
         if rows:
             self.result = (rows[0], self.expires_at)
@@ -177,7 +186,7 @@ class ClaimDueOp(WriteOp):
             f" WHERE wake_at IS NOT NULL AND wake_at <= ? AND {_FREE}"
             f" ORDER BY wake_at, actor_id LIMIT ?) RETURNING {columns}"
         )
-        self.params = (node_id, expires_at, until, now, limit)
+        self.params = (node_id, expires_at, until, now, now, limit)
 
     def apply(self, db: sqlite3.Connection) -> None:
         self.result = db.execute(self.sql, self.params).fetchall()

@@ -28,11 +28,11 @@ HEARTBEAT_NODE = (
     f" WHERE node_id = ? RETURNING {_NODE_COLUMNS}"
 )
 DEREGISTER_NODE = "DELETE FROM nodes WHERE node_id = ?"
-# Parameters: now, include_dead (0/1), now. `owner_node = ...` lets SQLite read the
+# Parameters: include_dead (0/1), now. `owner_node = ...` lets SQLite read the
 # partial index actors_owner_node. Node ids sort in byte order (SQLite's BINARY).
 LIST_NODES = (
     f"SELECT {_NODE_COLUMNS}, (SELECT COUNT(*) FROM actors AS a"
-    " WHERE a.owner_node = n.node_id AND a.lease_expires_at > ?)"
+    " WHERE a.owner_node = n.node_id)"
     " FROM nodes AS n WHERE ? OR n.expires_at > ? ORDER BY n.node_id"
 )
 

@@ -38,11 +38,15 @@ write to it:
   else raises :class:`~perdure.store.errors.LeaseLost`; :meth:`Store.release_lease`
   gives it back (clears the owner, keeps the generation).
 
-A lease is live while ``now < expires_at``. ``now`` is the store's clock: PostgreSQL's
-(``clock_timestamp()``, the one clock every node shares), wall-clock milliseconds for
-memory and SQLite (one process owns those). Each lease method takes an explicit ``now``
-for tests. An expired lease still fences: it only stops refusing other nodes.
-:meth:`Store.renew_leases` renews many leases at once (a node's heartbeat).
+A lease is live while ``now < expires_at``, or while its node is registered and its
+heartbeat has not expired (:meth:`Store.register_node`, ``nodes.expires_at``): a node
+that heartbeats keeps every lease it holds without renewing each one, so a cluster node's
+upkeep is one statement per heartbeat whatever the number of its actors. ``now`` is the
+store's clock: PostgreSQL's (``clock_timestamp()``, the one clock every node shares),
+wall-clock milliseconds for memory and SQLite (one process owns those). Each lease
+method takes an explicit ``now`` for tests. An expired lease still fences: it only stops
+refusing other nodes. :meth:`Store.renew_leases` renews many leases' own expiries at once
+(for a holder that does not heartbeat as a node).
 
 Membership. The server processes of a cluster register themselves as nodes
 (:class:`NodeRecord`: id, address, expiry) and heartbeat to stay alive; a node whose

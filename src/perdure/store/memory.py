@@ -108,12 +108,21 @@ class MemoryStore(Store):
 
     def _refuse_if_owned(self, actor_id: str, node_id: str | None, now: int) -> None:
         lease = self._leases.get(actor_id)
-        if lease is not None and lease[0] != node_id and lease_is_live(*lease, now):
-            raise ActorOwnedElsewhere(actor_id, *lease)
+        if lease is not None and lease[0] != node_id and self._lease_live(lease, now):
+            raise ActorOwnedElsewhere(actor_id, lease[0], self._held_until(lease))
 
     def _is_leased(self, actor_id: str, now: int) -> bool:
         lease = self._leases.get(actor_id)
-        return lease is not None and lease_is_live(*lease, now)
+        return lease is not None and self._lease_live(lease, now)
+
+    def _held_until(self, lease: tuple[str, int]) -> int:
+        """Until when a lease keeps others out: its node's heartbeat, if later."""
+        node = self._nodes.get(lease[0])
+        return lease[1] if node is None else max(lease[1], node.expires_at)
+
+    def _lease_live(self, lease: tuple[str, int], now: int) -> bool:
+        node = self._nodes.get(lease[0])
+        return lease_is_live(*lease, now, node_expires_at=None if node is None else node.expires_at)
 
     def _next_generation(self, record: ActorRecord) -> ActorRecord:
         claimed = dataclasses.replace(record, generation=record.generation + 1)
@@ -247,11 +256,7 @@ class MemoryStore(Store):
         """The live nodes (all with ``include_dead``) by id, with their live leases."""
         self._check_open()
         now = wall_clock_ms() if now is None else now
-        counts = collections.Counter(
-            owner
-            for owner, expires_at in self._leases.values()
-            if lease_is_live(owner, expires_at, now)
-        )
+        counts = collections.Counter(owner for owner, _ in self._leases.values())
         return [
             dataclasses.replace(node, actors=counts[node_id])
             for node_id, node in sorted(self._nodes.items())

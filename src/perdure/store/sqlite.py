@@ -353,7 +353,7 @@ class SQLiteStore(Store):
     ) -> list[NodeRecord]:
         """The live nodes (all with ``include_dead``) by id, with their live leases."""
         now = wall_clock_ms() if now is None else now
-        rows = self._rows(LIST_NODES, (now, 1 if include_dead else 0, now))
+        rows = self._rows(LIST_NODES, (1 if include_dead else 0, now))
         return [node_from_row(row) for row in rows]
 
     async def watch_wakeups(self, callback: WakeupCallback) -> Callable[[], None]:
