@@ -398,7 +398,7 @@ SHARED_DIRECTIVES = [
     "timeout tunnel 1h",
     "retries 3",
     "option redispatch 1",
-    "retry-on conn-failure empty-response",
+    "retry-on conn-failure",
     "balance roundrobin",
     "option httpchk GET /health",
     "http-check expect status 200",

@@ -313,11 +313,12 @@ def haproxy_config(
         "    timeout check 1s",
         # WebSocket connections: once upgraded, the tunnel timeout applies.
         "    timeout tunnel 1h",
-        # A connection refused (or reset before any answer) by a dead node is retried,
-        # on another node (redispatch), up to 3 times.
+        # A connection refused by a dead node is retried on another node (redispatch),
+        # up to 3 times. Only refused connections: a request a node received may have
+        # been applied, so replaying it (empty-response) could apply it twice.
         "    retries 3",
         "    option redispatch 1",
-        "    retry-on conn-failure empty-response",
+        "    retry-on conn-failure",
         "",
         "frontend perdure",
         f"    bind 127.0.0.1:{port}",

@@ -422,8 +422,8 @@ class ActorRuntime:
         """
         try:
             await self.instance(actor_id)
-        except ActorNotFound:
-            return None
+        except (ActorNotFound, ActorStopping):
+            return None  # destroyed, or this runtime is stopping: the alarm waits in the store
         except ActorOwnedElsewhere as exc:
             return exc.expires_at
         return None
