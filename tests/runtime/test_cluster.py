@@ -289,3 +289,28 @@ async def test_management_routes_act_on_an_actor_held_by_another_node(nodes: Nod
     assert deleted.status_code == 200
     assert not a.is_live(summary.actor_id)  # destroyed where it lived, on_destroy there
     assert await b.dispatch.get(summary.actor_id) is None
+
+
+async def test_the_forward_endpoint_refuses_bad_requests_with_a_code() -> None:
+    import cbor2
+
+    config = NodeConfig("solo", "http://solo", lease_ttl_ms=3000)
+    runtime = ActorRuntime(registry, MemoryStore(), node=config)
+    app = create_app(runtime)
+    await runtime.start()
+    try:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://solo") as http:
+            answers = [
+                cbor2.loads((await http.post("/.perdure/forward", content=body)).content)
+                for body in (
+                    b"\xff not cbor",
+                    cbor2.dumps([1, 2]),
+                    cbor2.dumps({"actor": "x", "op": "explode"}),
+                    cbor2.dumps({"actor": "x", "op": "call", "action": "get", "args": []}),
+                )
+            ]
+    finally:
+        await runtime.stop()
+    codes = [answer["error"]["code"] for answer in answers]
+    assert codes == ["invalid_request", "invalid_request", "invalid_request", "not_found"]

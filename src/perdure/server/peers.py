@@ -282,8 +282,8 @@ class ForwardEndpoint:
         try:
             if scope["method"] != "POST":
                 raise InvalidRequest("Use POST.")
-            request = cbor2.loads(await read_body(scope, receive, _MAX_FORWARD_BODY))
-            ref = self.dispatch.ref(str(request["actor"]), forwarded=True)
+            request = _decode_request(await read_body(scope, receive, _MAX_FORWARD_BODY))
+            ref = self.dispatch.ref(request["actor"], forwarded=True)
             result = await _serve(ref, request)
         except Exception as exc:
             error = public_error(exc)
@@ -294,6 +294,17 @@ class ForwardEndpoint:
         if identity is not None:
             who = [identity.actor_id, list(identity.key), identity.generation]
         await _reply(send, 200, {"result": result, "identity": who})
+
+
+def _decode_request(body: bytes) -> dict[str, Any]:
+    """The forwarded request, or ``actor.invalid_request`` (nothing is performed)."""
+    try:
+        request = cbor2.loads(body)
+    except Exception:
+        raise InvalidRequest("The forwarded request is not valid CBOR.") from None
+    if not isinstance(request, dict) or not isinstance(request.get("actor"), str):
+        raise InvalidRequest("The forwarded request names no actor.")
+    return request
 
 
 async def _serve(ref: ActorRef, request: dict[str, Any]) -> Any:
