@@ -350,8 +350,11 @@ class ClusterMember:
         while True:
             await asyncio.sleep(interval)
             try:
-                # Bounded: a hung database must not stall renewals past the watchdog.
-                await asyncio.wait_for(self.renew(), timeout=max(interval, 1.0))
+                # A slow heartbeat (a busy connection pool) still counts while the node's
+                # leases hold: bounded by that, not by the interval, so that it is not
+                # given up just before it would have succeeded.
+                left = self._node_trusted_until - time.monotonic()
+                await asyncio.wait_for(self.renew(), timeout=max(interval, left))
                 await self.refresh()
             except asyncio.CancelledError:
                 raise

@@ -284,13 +284,18 @@ class ActorRef:
         instance, result = await self._route(operation, params)
         if instance is None:
             return result
-        if params is NO_CONNECTION:
-            return await _run(instance, operation, None)
-        conn = await instance.connect(params, _NO_CHANNEL)
         try:
-            return await _run(instance, operation, conn)
-        finally:
-            await instance.disconnect(conn)
+            return await _run_with(instance, operation, params)
+        except ActorNotFound:
+            if self._runtime.placement is None or self._runtime.live_instance(self.actor_id):
+                raise
+            # In a cluster, a commit refused by the fence means another node took the
+            # actor meanwhile (this instance is gone): nothing was applied, so the
+            # operation goes to wherever the actor is now, once.
+            instance, result = await self._route(operation, params)
+            if instance is None:
+                return result
+            return await _run_with(instance, operation, params)
 
     async def call(self, action: str, args: list[Any], *, params: Any = NO_CONNECTION) -> Any:
         """Call an action; return its output once its state changes are durable."""
@@ -433,6 +438,17 @@ class _NoChannel:
 
 
 _NO_CHANNEL = _NoChannel()
+
+
+async def _run_with(instance: ActorInstance, operation: Operation, params: Any) -> Any:
+    """Run ``operation`` on ``instance``, inside a transient connection if ``params``."""
+    if params is NO_CONNECTION:
+        return await _run(instance, operation, None)
+    conn = await instance.connect(params, _NO_CHANNEL)
+    try:
+        return await _run(instance, operation, conn)
+    finally:
+        await instance.disconnect(conn)
 
 
 async def _run(instance: ActorInstance, operation: Operation, conn: Connection | None) -> Any:
