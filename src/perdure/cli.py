@@ -129,7 +129,7 @@ def _add_cluster_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--lease-ttl",
         type=float,
-        help="seconds a node's leases last without renewal: how long a dead node's actors "
+        help="seconds a node's leases outlive its last heartbeat: how long a dead node's actors "
         "wait before another node takes them ($PERDURE_LEASE_TTL; default 5)",
     )
     group.add_argument(

@@ -59,7 +59,7 @@ class NodeConfig:
     """Who this node is to its peers, and how long its leases last.
 
     ``address`` is the base URL peers forward requests to (``http://10.0.0.5:6420``).
-    ``lease_ttl_ms``: how long a lease (and a heartbeat) lasts without renewal, so how
+    ``lease_ttl_ms``: how long a node's heartbeat (and so its leases) lasts, so how
     long a killed node's actors stay unreachable before another node takes them over.
     ``secret``: when set, peers must present it on forwarded requests.
     """
@@ -77,7 +77,7 @@ class NodeConfig:
 
     @property
     def heartbeat_ms(self) -> int:
-        """How often the node heartbeats, renews its leases and reads the directory:
+        """How often the node heartbeats (which keeps its leases) and reads the directory:
         three times per TTL, so that two lost renewals in a row still leave time for a
         third, and at least every second, so that peers soon see a node join or drain."""
         return max(100, min(self.lease_ttl_ms // 3, 1000))

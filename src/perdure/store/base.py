@@ -410,8 +410,8 @@ class Store(ABC):
 
     @abstractmethod
     async def deregister_node(self, node_id: str) -> None:
-        """Remove the node's row; not an error if there is none. Its leases stay as
-        they are (they expire, or the node releases them first)."""
+        """Remove the node's row; not an error if there is none. Its leases then hold
+        only until their own expiry (the node releases them first when it drains)."""
 
     @abstractmethod
     async def list_nodes(
@@ -421,7 +421,8 @@ class Store(ABC):
         ``include_dead`` the expired ones too.
 
         Each record's ``actors`` counts the actors whose ``owner_node`` is that node
-        with a lease unexpired at ``now`` (served by an index on ``owner_node``).
+        (their leases are live while it heartbeats; a dead node's count is the actors
+        nobody has taken over yet), served by an index on ``owner_node``.
         """
 
     @abstractmethod

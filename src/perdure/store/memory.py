@@ -253,7 +253,7 @@ class MemoryStore(Store):
     async def list_nodes(
         self, *, include_dead: bool = False, now: int | None = None
     ) -> list[NodeRecord]:
-        """The live nodes (all with ``include_dead``) by id, with their live leases."""
+        """The live nodes (all with ``include_dead``) by id, with the actors each owns."""
         self._check_open()
         now = wall_clock_ms() if now is None else now
         counts = collections.Counter(owner for owner, _ in self._leases.values())

@@ -460,7 +460,7 @@ class PostgresStore(Store):
     async def list_nodes(
         self, *, include_dead: bool = False, now: int | None = None
     ) -> list[NodeRecord]:
-        """The live nodes (all with ``include_dead``) by id, with their live leases."""
+        """The live nodes (all with ``include_dead``) by id, with the actors each owns."""
         rows = await self._rows(LIST_NODES, {"include_dead": include_dead, "now": now})
         return [node_from_row(row) for row in rows]
 

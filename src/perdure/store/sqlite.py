@@ -351,7 +351,7 @@ class SQLiteStore(Store):
     async def list_nodes(
         self, *, include_dead: bool = False, now: int | None = None
     ) -> list[NodeRecord]:
-        """The live nodes (all with ``include_dead``) by id, with their live leases."""
+        """The live nodes (all with ``include_dead``) by id, with the actors each owns."""
         now = wall_clock_ms() if now is None else now
         rows = self._rows(LIST_NODES, (1 if include_dead else 0, now))
         return [node_from_row(row) for row in rows]
