@@ -147,7 +147,8 @@ class InternalError(PerdureError):
     default_code = "internal_error"
     status = 500
 
-    def __init__(self, message: str = "An internal error occurred.") -> None:
+    # rivetkit 2.3.19's text, byte for byte (clients match on it).
+    def __init__(self, message: str = "An internal error occurred") -> None:
         super().__init__(message)
 
 

@@ -640,7 +640,7 @@ async function userError(call: Promise<unknown>): Promise<unknown> {
 async function internalError(call: Promise<unknown>): Promise<unknown> {
 	const error = await rejection(call, "crash");
 	assertRivetError(error, "actor", "internal_error");
-	assert.equal(error.message, "An internal error occurred.");
+	assert.equal(error.message, "An internal error occurred");
 	assert.ok(!JSON.stringify(errorFields(error)).includes("secret"), "no internal detail");
 	return errorFields(error);
 }

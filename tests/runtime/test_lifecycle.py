@@ -259,6 +259,41 @@ async def test_on_state_change_sees_the_new_state(make_runtime: RuntimeFactory) 
     assert seen == [{"value": 5}, {"value": 6}]
 
 
+async def test_a_change_made_inside_on_state_change_does_not_fire_it_again(
+    make_runtime: RuntimeFactory,
+) -> None:
+    fired: list[int] = []
+
+    def on_state_change(c: ActorContext, state: Any) -> None:
+        fired.append(state["value"])
+        state["hook_calls"] += 1  # a change made by the hook itself
+
+    def set_value(c: ActionContext, value: int) -> None:
+        c.state["value"] = value
+
+    registry = setup(
+        use={
+            "thing": actor(
+                state={"value": 0, "hook_calls": 0},
+                on_state_change=on_state_change,
+                actions={"set": set_value, "read": lambda c: dict(c.state)},
+            )
+        }
+    )
+    runtime = await make_runtime(registry)
+    handle = runtime.client().thing.get_or_create("a")
+    await handle.set(10)
+    await handle.read()
+    await handle.read()
+    assert fired == [10]  # once for the change; reads after it do not fire it
+    assert await handle.read() == {"value": 10, "hook_calls": 1}
+    # The hook's own change was committed with the change that fired it.
+    actor_id = await handle.resolve()
+    assert await stored_state(runtime, actor_id) == {"value": 10, "hook_calls": 1}
+    await handle.set(11)
+    assert fired == [10, 11]
+
+
 async def test_save_state_immediate_is_durable_while_the_action_still_runs(
     make_runtime: RuntimeFactory,
 ) -> None:

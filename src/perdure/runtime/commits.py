@@ -241,6 +241,11 @@ class CommitPipeline:
             commit.state = data
             if self._state_written is not None:
                 self._state_written()
+                # A change the hook itself made goes into this same commit and does not
+                # fire the hook again (as in rivetkit: no endless on_state_change loop).
+                after = encode_value(owner.state, what="state", owner=owner.label)
+                if after != data:
+                    commit.state = after
 
     def _after_commit(self, future: asyncio.Future[None]) -> None:
         error = ActorAborted() if future.cancelled() else future.exception()
