@@ -295,11 +295,6 @@ class ClusterMember:
         self._give_up(actor_id, held.lease.generation)
         return False
 
-    @property
-    def lease_count(self) -> int:
-        """How many leases this node holds."""
-        return len(self._held)
-
     def _trust_from(self, sent: float) -> float:
         return sent + self._ttl_s - self.config.margin_ms / 1000
 
