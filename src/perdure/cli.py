@@ -278,6 +278,12 @@ def _serve(args: argparse.Namespace) -> int:
     runtime = ActorRuntime(registry, store, node=node)
     if node is not None:
         _log.info("cluster node %s, reachable by its peers at %s", node.node_id, node.address)
+        if "//127.0.0.1:" in node.address and args.host not in ("127.0.0.1", "localhost"):
+            _log.warning(
+                "peers are told to reach this node at %s, which only works on this host: "
+                "set --advertise (or PERDURE_ADVERTISE_URL) to an address other hosts reach",
+                node.address,
+            )
     options = registry.options
     config = uvicorn.Config(
         create_app(runtime),
