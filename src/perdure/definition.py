@@ -65,6 +65,9 @@ class ActorOptions:
     create_conn_state_timeout: float = 5.0
     on_before_connect_timeout: float = 5.0
     on_connect_timeout: float = 5.0
+    # rivetkit's onSleepTimeout/onDestroyTimeout; the grace period still bounds the stop.
+    on_sleep_timeout: float = 5.0
+    on_destroy_timeout: float = 5.0
     no_sleep: bool = False
     max_queue_size: int = 1000
     max_queue_message_size: int = 65536
@@ -323,6 +326,9 @@ def actor(**config: Any) -> ActorDefinition:
     ``on_before_connect(c, params)``, ``on_connect(c, conn)``, ``on_disconnect(c, conn)``,
     ``on_state_change(c, state)``, ``on_before_action_response(c, name, args, output)``;
     ``run(c)``; ``options`` (see :class:`ActorOptions`). Hooks may be sync or async.
+    ``on_before_action_response`` runs on every action's output (HTTP and WebSocket) and
+    returns the output to send; if it fails, the action's own output is sent. The order of
+    the hooks is rivetkit's (docs/DESIGN.md §8, "Lifecycle hooks and rivetkit").
     """
     return _build_definition("actor", config)
 

@@ -284,13 +284,16 @@ class ActorInstance:
             self.request_flush()
 
     async def _run_stop_hook(self, deadline: float) -> None:
-        hook_name = "on_destroy" if self.stop_reason == "destroy" else "on_sleep"
+        destroying = self.stop_reason == "destroy"
+        hook_name = "on_destroy" if destroying else "on_sleep"
         hook = self.definition.hooks.get(hook_name)
         if hook is None:
             return
+        limit = self.options.on_destroy_timeout if destroying else self.options.on_sleep_timeout
         remaining = max(0.001, deadline - asyncio.get_running_loop().time())
+        timeout = min(limit, remaining) if limit else remaining
         try:
-            await call_hook(hook, self.context, timeout=remaining)
+            await call_hook(hook, self.context, timeout=timeout)
         except Exception:
             self.log.exception("%s failed", hook_name)
 
@@ -319,7 +322,7 @@ class ActorInstance:
                     output = await self._await_action(name, output)
                 hook = self.definition.hooks.get("on_before_action_response")
                 if hook is not None:
-                    output = await call_hook(hook, context, name, args, output)
+                    output = await self._before_action_response(hook, name, args, output)
             finally:
                 flushed = self.commits.request_flush()
             await flushed
@@ -331,6 +334,20 @@ class ActorInstance:
             raise InternalError() from exc
         finally:
             activity.leave()
+
+    async def _before_action_response(
+        self, hook: Callable[..., Any], name: str, args: list[Any], output: Any
+    ) -> Any:
+        """What ``on_before_action_response`` makes of the output. Like rivetkit it gets the
+        actor's context (no ``conn``), and a failure in it is logged and the action's own
+        output is sent: the action itself succeeded."""
+        try:
+            return await call_hook(hook, self.context, name, args, output)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            self.log.exception("on_before_action_response failed")
+            return output
 
     async def _await_action(self, name: str, awaitable: Awaitable[Any]) -> Any:
         timeout = self.options.action_timeout
