@@ -105,6 +105,8 @@ compat_worker = actor(
     queues={"jobs": queue(int), "parked": queue()},
     actions={"getState": lambda c: c.state},
     run=_work,
+    # Small, so that the suite's queue.message_too_large check is cheap.
+    options={"max_queue_message_size": 1024},
 )
 
 registry = setup(

@@ -104,8 +104,16 @@ worker = actor(
     run=_work,
 )
 
+# Small limits and no consumer, for the error-parity tests (tests/server/test_error_parity.py).
+limits = actor(
+    state={},
+    queues={"jobs": queue()},
+    actions={"slow": _slow},
+    options={"action_timeout": 0.2, "max_queue_size": 1, "max_queue_message_size": 64},
+)
+
 registry = setup(
-    use={"counter": counter, "greeter": greeter, "worker": worker},
+    use={"counter": counter, "greeter": greeter, "worker": worker, "limits": limits},
     max_incoming_message_size=4096,
     max_outgoing_message_size=8192,
     max_http_body_size=16384,

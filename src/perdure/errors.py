@@ -134,8 +134,9 @@ class ActionTimedOut(PerdureError):
     default_code = "action_timed_out"
     status = 408
 
+    # rivetkit 2.3.19's text, byte for byte; the action and the limit go to the metadata.
     def __init__(self, action: str, timeout: float) -> None:
-        super().__init__(f"Action `{action}` timed out after {timeout:g} s.")
+        super().__init__("Action timed out", metadata={"action": action, "timeout": timeout})
 
 
 class InvalidRequest(PerdureError):
@@ -156,13 +157,18 @@ class ActorAborted(PerdureError):
     default_code = "aborted"
     status = 500
 
-    def __init__(self, message: str = "The actor is shutting down.") -> None:
+    # rivetkit 2.3.19's text, byte for byte.
+    def __init__(self, message: str = "Actor aborted") -> None:
         super().__init__(message)
 
 
 class ActorStopping(PerdureError):
     default_code = "stopping"
     status = 503
+
+    # rivetkit 2.3.19's text (rivetkit-core's ActorLifecycle::Stopping), byte for byte.
+    def __init__(self, message: str = "Actor is stopping.", *, code: str | None = None) -> None:
+        super().__init__(message, code=code)
 
 
 class StateNotSerializable(PerdureError):

@@ -52,6 +52,8 @@ class QueueMessage:
         if self.completed:
             if self.replayed:
                 return  # completed in an earlier run of the workflow: nothing to do again
-            raise QueueError("This message was already completed.", code="already_completed")
+            raise QueueError(  # rivetkit 2.3.19's text
+                "Queue message was already completed", code="already_completed"
+            )
         self.completed = True
         await self.completer.complete(self, response)

@@ -460,6 +460,14 @@ await check("send-invalid-body", "send() of a body the queue's schema refuses fa
 	return errorFields(error);
 });
 
+await check("send-too-large", "send() of a body above the queue's size limit: rivetkit's queue.message_too_large", async () => {
+	const error = await rejection(worker.send("parked", "x".repeat(2000)), "send");
+	assertRivetError(error, "queue", "message_too_large");
+	assert.match(error.message, /^Queue message too large \(\d+ bytes\)\. Limit is 1024 bytes\.$/);
+	assert.equal((error.metadata as { limit: number }).limit, 1024);
+	return errorFields(error);
+});
+
 await check(
 	"send-seed-workflow-timedOut",
 	"the seed's progressActor: a workflow's queue.next does not complete, so wait answers timedOut",

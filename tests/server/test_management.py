@@ -24,7 +24,7 @@ async def test_health_and_metadata(server: ServerProcess, client: httpx.AsyncCli
     assert health.json()["status"] == "ok"
     metadata = (await client.get(f"{server.url}/metadata", params={"namespace": "default"})).json()
     assert metadata["runtime"] == "perdure"
-    assert set(metadata["actorNames"]) == {"counter", "greeter", "worker"}
+    assert set(metadata["actorNames"]) == {"counter", "greeter", "worker", "limits"}
     # The official client switches endpoints when this is present; it must not be.
     assert "clientEndpoint" not in metadata
 
@@ -95,7 +95,7 @@ async def test_list_by_name_key_and_ids(
     by_name = await client.get(f"{server.url}/actors", params={"name": "counter", "limit": "1000"})
     assert actor_id in {a["actor_id"] for a in by_name.json()["actors"]}
     names = await client.get(f"{server.url}/actors/names")
-    assert set(names.json()["names"]) == {"counter", "greeter", "worker"}
+    assert set(names.json()["names"]) == {"counter", "greeter", "worker", "limits"}
 
 
 async def test_delete_destroys(server: ServerProcess, client: httpx.AsyncClient, key: str) -> None:

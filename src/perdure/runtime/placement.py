@@ -181,7 +181,7 @@ class Placement:
             raise NotOwner(actor_id, None)
         node = await self._member.other_node(actor_id)
         if node is None:
-            raise ActorStopping("The server is shutting down.")
+            raise ActorStopping()  # the server is shutting down
         return node
 
     def _cached(self, actor_id: str) -> PeerNode | None:

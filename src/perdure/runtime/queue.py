@@ -68,16 +68,20 @@ class ActorQueue:
             body = self._instance.definition.validate_message(name, body)
         options = self._instance.options
         if len(self._messages) >= options.max_queue_size:
+            # rivetkit 2.3.19's texts and metadata (rivetkit-core's QueueFull and
+            # QueueMessageTooLarge), byte for byte.
             raise QueueError(
-                f"Queue of actor `{self._instance.name}` is full "
-                f"({options.max_queue_size} messages).",
+                f"Queue is full. Limit is {options.max_queue_size} messages.",
                 code="full",
+                metadata={"limit": options.max_queue_size},
             )
         data = encode_value(body, what=f"message for queue `{name}`")
         if len(data) > options.max_queue_message_size:
             raise QueueError(
-                f"Message is {len(data)} bytes; the limit is {options.max_queue_message_size}.",
+                f"Queue message too large ({len(data)} bytes). "
+                f"Limit is {options.max_queue_message_size} bytes.",
                 code="message_too_large",
+                metadata={"size": len(data), "limit": options.max_queue_message_size},
             )
         record = QueueMessageRecord(
             self._next_id, name, data, self._instance.runtime.clock.now_ms()

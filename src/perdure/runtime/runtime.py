@@ -277,7 +277,7 @@ class ActorRuntime:
 
     async def _wake(self, actor_id: str, record: ActorRecord | None = None) -> ActorInstance:
         if self._closing or (self.cluster is not None and self.cluster.draining):
-            raise ActorStopping("The server is shutting down.")
+            raise ActorStopping()  # the server is shutting down
         future: asyncio.Future[ActorInstance] = asyncio.get_running_loop().create_future()
         self._waking[actor_id] = future
         try:

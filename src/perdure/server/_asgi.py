@@ -19,7 +19,9 @@ __all__ = [
     "Receive",
     "Scope",
     "Send",
+    "body_too_long",
     "header_value",
+    "outgoing_too_long",
     "read_body",
     "send_bytes",
 ]
@@ -47,8 +49,17 @@ def header_value(scope: Scope, name: bytes) -> str | None:
 def body_too_long(limit: int) -> MessageError:
     """The error for a request body (or frame) above ``limit`` bytes."""
     return MessageError(
-        f"The message is larger than the limit of {limit} bytes.",
+        "Incoming message too long",  # rivetkit 2.3.19's text; the limit is in the metadata
         code="incoming_too_long",
+        metadata={"limit": limit},
+    )
+
+
+def outgoing_too_long(limit: int) -> MessageError:
+    """The error for a response (or frame) above ``limit`` bytes."""
+    return MessageError(
+        "Outgoing message too long",  # rivetkit 2.3.19's text; the limit is in the metadata
+        code="outgoing_too_long",
         metadata={"limit": limit},
     )
 

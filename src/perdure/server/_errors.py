@@ -49,6 +49,10 @@ class MethodNotAllowed(PerdureError):
     default_code = "method_not_allowed"
     status = 405
 
+    # rivetkit 2.3.19's text and metadata (rivetkit-core's MethodNotAllowed), byte for byte.
+    def __init__(self, method: str, path: str) -> None:
+        super().__init__("Method not allowed", metadata={"method": method, "path": path})
+
 
 def public_error(exc: BaseException) -> PerdureError:
     """The error a remote caller may see; logs anything unexpected in full."""

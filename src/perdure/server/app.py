@@ -98,7 +98,7 @@ async def _http_exception(request: Request, exc: Exception) -> Response:
     status = exc.status_code if isinstance(exc, HTTPException) else 500
     error: PerdureError
     if status == 405:
-        error = MethodNotAllowed(f"{request.method} is not allowed on {request.url.path}.")
+        error = MethodNotAllowed(request.method, request.url.path)
     elif status == 404:
         error = RouteNotFound(f"No route `{request.url.path}`.")
     else:

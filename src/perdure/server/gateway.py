@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from perdure.errors import InvalidRequest, MessageError
+from perdure.errors import InvalidRequest
 from perdure.protocol.codec import Encoding, content_type, decode_http, encode_http, parse_encoding
 from perdure.protocol.messages import (
     HttpActionRequest,
@@ -34,6 +34,7 @@ from perdure.server._asgi import (
     Scope,
     Send,
     header_value,
+    outgoing_too_long,
     read_body,
     send_bytes,
 )
@@ -156,7 +157,7 @@ class Gateway:
 
     def _prepare(self, scope: Scope, segment: str) -> tuple[Target, Any]:
         if scope["method"] != "POST":
-            raise MethodNotAllowed(f"Use POST, not {scope['method']}.")
+            raise MethodNotAllowed(scope["method"], scope["path"])
         query = parse_query(scope["query_string"])
         target = parse_target(segment, query, self.options, self.names)
         params = parse_conn_params(
@@ -167,11 +168,7 @@ class Gateway:
     def _check_outgoing(self, data: bytes) -> None:
         # An HTTP response is bounded like a request body: both are HTTP messages.
         if len(data) > self.options.max_http_body_size:
-            raise MessageError(
-                "The response is larger than the limit of "
-                f"{self.options.max_http_body_size} bytes.",
-                code="outgoing_too_long",
-            )
+            raise outgoing_too_long(self.options.max_http_body_size)
 
 
 _CONTENT_TYPES: dict[str, bytes] = {

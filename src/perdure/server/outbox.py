@@ -15,10 +15,10 @@ import logging
 from collections import deque
 from typing import Any
 
-from perdure.errors import InternalError, MessageError, PerdureError
+from perdure.errors import InternalError, PerdureError
 from perdure.protocol.codec import Encoding, encode_to_client
 from perdure.protocol.messages import ActionResponse, ErrorMessage, Event, ToClient
-from perdure.server._asgi import Message, Send
+from perdure.server._asgi import Message, Send, outgoing_too_long
 
 __all__ = ["MAX_QUEUED_BYTES", "EventFrameCache", "SocketTransport", "close_reason"]
 
@@ -89,7 +89,7 @@ class SocketTransport:
             self.fail(InternalError(f"Event `{name}` could not be encoded."))
             return
         if len(frame) > self._limit:
-            self.fail(_outgoing_too_long(self._limit))
+            self.fail(outgoing_too_long(self._limit))
             return
         self._append(frame)
 
@@ -121,7 +121,7 @@ class SocketTransport:
             self.push_error(exc, action_id)
             return
         if len(frame) > self._limit:
-            self.push_error(_outgoing_too_long(self._limit), action_id)
+            self.push_error(outgoing_too_long(self._limit), action_id)
             return
         self._append(frame)
 
@@ -184,11 +184,3 @@ class SocketTransport:
         if isinstance(frame, str):
             return {"type": "websocket.send", "text": frame}
         return {"type": "websocket.send", "bytes": frame}
-
-
-def _outgoing_too_long(limit: int) -> MessageError:
-    return MessageError(
-        f"The message is larger than the outgoing limit of {limit} bytes.",
-        code="outgoing_too_long",
-        metadata={"limit": limit},
-    )

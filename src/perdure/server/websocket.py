@@ -30,13 +30,13 @@ from urllib.parse import quote, unquote
 
 from websockets.asyncio.client import ClientConnection
 
-from perdure.errors import InvalidRequest, MessageError, PerdureError
+from perdure.errors import InvalidRequest, PerdureError
 from perdure.protocol.codec import Encoding, decode_to_server, is_binary, parse_encoding
 from perdure.protocol.messages import ActionRequest, Init, SubscriptionRequest
 from perdure.runtime.cluster import RemoteConnection
 from perdure.runtime.dispatch import ConnectionRef
 from perdure.runtime.runtime import ActorRuntime
-from perdure.server._asgi import Receive, Scope, Send, header_value
+from perdure.server._asgi import Receive, Scope, Send, body_too_long, header_value
 from perdure.server._errors import public_error
 from perdure.server.outbox import EventFrameCache, SocketTransport
 from perdure.server.pipe import FORWARDED_HEADER, SECRET_HEADER, open_upstream, pipe_to_owner
@@ -173,13 +173,7 @@ class ConnectHandler:
                 if data is None:
                     continue
             if _size(data) > limit:
-                transport.fail(
-                    MessageError(
-                        f"The message is larger than the limit of {limit} bytes.",
-                        code="incoming_too_long",
-                        metadata={"limit": limit},
-                    )
-                )
+                transport.fail(body_too_long(limit))
                 return
             request = _decode(data, enc)
             if request is None:
@@ -187,7 +181,7 @@ class ConnectHandler:
                 return
             if isinstance(request, ActionRequest):
                 if len(actions) >= MAX_IN_FLIGHT:
-                    busy = PerdureError("Too many actions in flight.", code="overloaded")
+                    busy = _overloaded()
                     transport.push_error(busy, request.id)
                     continue
                 task = asyncio.create_task(self._action(conn, transport, request))
@@ -282,3 +276,15 @@ def _subscribe(conn: AnyConnection, request: SubscriptionRequest) -> bool:
         return False
     conn.subscribe(name)
     return True
+
+
+def _overloaded() -> PerdureError:
+    """Too many actions in flight on one connection: rivetkit 2.3.19's ``actor.overloaded``
+    (rivetkit-core's ``ActorLifecycle::Overloaded``) in its format and metadata."""
+    channel, operation = "conn_actions", "dispatch_action"
+    return PerdureError(
+        f"Actor channel '{channel}' is overloaded while attempting to {operation} "
+        f"(capacity {MAX_IN_FLIGHT}).",
+        code="overloaded",
+        metadata={"channel": channel, "capacity": MAX_IN_FLIGHT, "operation": operation},
+    )
