@@ -165,12 +165,13 @@ class ActorInstance:
     def request_stop(self, reason: StopReason) -> None:
         """Ask for sleep or destroy; it happens in the background (after the caller returns)."""
         if self.status == "starting":
-            raise ActorStopping("The actor is still starting.", code="starting")
+            # rivetkit 2.3.19's texts (rivetkit-core), byte for byte.
+            raise ActorStopping("Actor is starting.", code="starting")
         if self.status != "running":
             if reason == "destroy" and self.stop_reason == "sleep":
                 self.stop_reason = "destroy"
                 return
-            raise ActorStopping("The actor is already stopping.")
+            raise ActorStopping()
         self.runtime.schedule_stop(self, reason)
 
     def claim_stop(self, reason: StopReason) -> bool:
