@@ -140,6 +140,7 @@ async def test_counting_a_nodes_actors_can_use_the_owner_index(
     assert opened_store.schema is not None
     async with raw(opened_store.schema) as conn:
         await conn.execute("SET enable_seqscan = off")
-        cursor = await conn.execute(f"EXPLAIN {LIST_NODES}", {"include_dead": False, "now": NOW})
+        params = {"include_dead": False, "now": NOW, "counts": True}
+        cursor = await conn.execute(f"EXPLAIN {LIST_NODES}", params)
         plan = " ".join(row[0] for row in await cursor.fetchall())
     assert "actors_owner_node" in plan, plan

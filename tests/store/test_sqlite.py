@@ -239,7 +239,7 @@ async def test_a_database_of_schema_3_gains_the_nodes_table_and_owner_index(
     )
     assert listed.actors == 1
     with raw(path) as db:
-        plan = db.execute(f"EXPLAIN QUERY PLAN {LIST_NODES}", (0, 0)).fetchall()
+        plan = db.execute(f"EXPLAIN QUERY PLAN {LIST_NODES}", (1, 0, 0)).fetchall()
     assert "actors_owner_node" in str(plan), plan
 
 

@@ -365,7 +365,7 @@ class ClusterMember:
 
     async def refresh(self) -> None:
         """Read the live nodes again."""
-        records = await self.store.list_nodes()
+        records = await self.store.list_nodes(count_actors=False)
         self._listed = {r.node_id for r in records}
         self._nodes = {r.node_id: PeerNode(r.node_id, r.address) for r in records if not r.draining}
         self._refreshed = time.monotonic()

@@ -59,8 +59,8 @@ DEREGISTER_NODE: LiteralString = "DELETE FROM nodes WHERE node_id = %(node)s RET
 # Parameters: include_dead, now. `a.owner_node = n.node_id` (one collation: the
 # database's) reads the partial index actors_owner_node; ids are listed in byte order.
 LIST_NODES: LiteralString = (
-    f"WITH {CLOCK} SELECT {_NODE_COLUMNS}, (SELECT count(*) FROM actors AS a"
-    " WHERE a.owner_node = n.node_id)"
+    f"WITH {CLOCK} SELECT {_NODE_COLUMNS}, CASE WHEN %(counts)s THEN (SELECT count(*)"
+    " FROM actors AS a WHERE a.owner_node = n.node_id) ELSE 0 END"
     " FROM nodes AS n, c WHERE %(include_dead)s OR n.expires_at > c.ms"
     ' ORDER BY n.node_id COLLATE "C"'
 )

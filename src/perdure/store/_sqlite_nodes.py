@@ -28,11 +28,11 @@ HEARTBEAT_NODE = (
     f" WHERE node_id = ? RETURNING {_NODE_COLUMNS}"
 )
 DEREGISTER_NODE = "DELETE FROM nodes WHERE node_id = ?"
-# Parameters: include_dead (0/1), now. `owner_node = ...` lets SQLite read the
+# Parameters: count actors (0/1), include_dead (0/1), now. `owner_node = ...` lets SQLite read the
 # partial index actors_owner_node. Node ids sort in byte order (SQLite's BINARY).
 LIST_NODES = (
-    f"SELECT {_NODE_COLUMNS}, (SELECT COUNT(*) FROM actors AS a"
-    " WHERE a.owner_node = n.node_id)"
+    f"SELECT {_NODE_COLUMNS}, CASE WHEN ? THEN (SELECT COUNT(*) FROM actors AS a"
+    " WHERE a.owner_node = n.node_id) ELSE 0 END"
     " FROM nodes AS n WHERE ? OR n.expires_at > ? ORDER BY n.node_id"
 )
 

@@ -415,14 +415,16 @@ class Store(ABC):
 
     @abstractmethod
     async def list_nodes(
-        self, *, include_dead: bool = False, now: int | None = None
+        self, *, include_dead: bool = False, count_actors: bool = True, now: int | None = None
     ) -> list[NodeRecord]:
         """The live nodes (``expires_at > now``), ordered by ``node_id``; with
         ``include_dead`` the expired ones too.
 
         Each record's ``actors`` counts the actors whose ``owner_node`` is that node
         (their leases are live while it heartbeats; a dead node's count is the actors
-        nobody has taken over yet), served by an index on ``owner_node``.
+        nobody has taken over yet), served by an index on ``owner_node``. Without
+        ``count_actors`` it is 0 and nothing is counted (a node's directory read, every
+        heartbeat, needs no counts).
         """
 
     @abstractmethod

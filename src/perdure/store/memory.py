@@ -251,12 +251,14 @@ class MemoryStore(Store):
         self._nodes.pop(node_id, None)
 
     async def list_nodes(
-        self, *, include_dead: bool = False, now: int | None = None
+        self, *, include_dead: bool = False, count_actors: bool = True, now: int | None = None
     ) -> list[NodeRecord]:
         """The live nodes (all with ``include_dead``) by id, with the actors each owns."""
         self._check_open()
         now = wall_clock_ms() if now is None else now
-        counts = collections.Counter(owner for owner, _ in self._leases.values())
+        counts = collections.Counter(
+            owner for owner, _ in (self._leases.values() if count_actors else ())
+        )
         return [
             dataclasses.replace(node, actors=counts[node_id])
             for node_id, node in sorted(self._nodes.items())

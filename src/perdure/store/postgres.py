@@ -458,10 +458,11 @@ class PostgresStore(Store):
         await self._rows(DEREGISTER_NODE, {"node": node_id})
 
     async def list_nodes(
-        self, *, include_dead: bool = False, now: int | None = None
+        self, *, include_dead: bool = False, count_actors: bool = True, now: int | None = None
     ) -> list[NodeRecord]:
         """The live nodes (all with ``include_dead``) by id, with the actors each owns."""
-        rows = await self._rows(LIST_NODES, {"include_dead": include_dead, "now": now})
+        params = {"include_dead": include_dead, "now": now, "counts": count_actors}
+        rows = await self._rows(LIST_NODES, params)
         return [node_from_row(row) for row in rows]
 
     async def watch_wakeups(self, callback: WakeupCallback) -> Callable[[], None]:

@@ -349,11 +349,11 @@ class SQLiteStore(Store):
         await self._submit(StatementOp(self._new_future(), DEREGISTER_NODE, (node_id,)))
 
     async def list_nodes(
-        self, *, include_dead: bool = False, now: int | None = None
+        self, *, include_dead: bool = False, count_actors: bool = True, now: int | None = None
     ) -> list[NodeRecord]:
         """The live nodes (all with ``include_dead``) by id, with the actors each owns."""
         now = wall_clock_ms() if now is None else now
-        rows = self._rows(LIST_NODES, (1 if include_dead else 0, now))
+        rows = self._rows(LIST_NODES, (1 if count_actors else 0, 1 if include_dead else 0, now))
         return [node_from_row(row) for row in rows]
 
     async def watch_wakeups(self, callback: WakeupCallback) -> Callable[[], None]:
