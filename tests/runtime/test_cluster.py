@@ -76,7 +76,7 @@ class _SharedStore(MemoryStore):
         return
 
 
-async def _make_store(kind: str) -> tuple[Callable[[], Store], Callable[[], None]]:
+def _make_store(kind: str) -> tuple[Callable[[], Store], Callable[[], None]]:
     if kind == "memory":
         shared = _SharedStore()
         return (lambda: shared), (lambda: None)
@@ -117,8 +117,8 @@ class Nodes:
 
 @pytest.fixture(params=["memory", pytest.param("postgres", marks=pytest.mark.postgres)])
 async def nodes(request: pytest.FixtureRequest) -> AsyncIterator[Nodes]:
-    make_store, cleanup = await _make_store(request.param)
-    cluster = Nodes(make_store, ttl_ms=getattr(request, "param_ttl", 3000))
+    make_store, cleanup = _make_store(request.param)
+    cluster = Nodes(make_store, ttl_ms=3000)
     await cluster.start()
     try:
         yield cluster

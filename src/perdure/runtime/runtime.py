@@ -371,8 +371,7 @@ class ActorRuntime:
         instance = self._live.get(actor_id)
         if instance is None or instance.generation != generation:
             return
-        if self._live.get(actor_id) is instance:
-            del self._live[actor_id]
+        del self._live[actor_id]
         self.spawn(instance.crash(), name=f"give up {actor_id}")
 
     async def sleep_actor(self, actor_id: str) -> None:

@@ -61,8 +61,8 @@ _log = logging.getLogger("perdure.cluster")
 # Longer than any action may run (the actor's own timeout answers first).
 _READ_TIMEOUT = 120.0
 _MAX_FORWARD_BODY = 64 * 1024 * 1024
-_CONNECT_TIMEOUT = 10.0
-_CONNECT = 2.0  # seconds to open a connection to a peer
+_CONNECT = 2.0  # seconds to open a TCP connection to a peer
+_OPEN_CONNECTION = 10.0  # seconds for an actor connection on a peer to open (its hooks run)
 
 
 class HttpPeers:
@@ -140,7 +140,7 @@ class HttpPeers:
         client = AsyncClient(node.address, encoding="cbor", max_reconnect_delay=1.0)
         connection = client.actor("actor").get_for_id(actor_id).connect(params)
         try:
-            await connection.wait_open(timeout=_CONNECT_TIMEOUT)
+            await connection.wait_open(timeout=_OPEN_CONNECTION)
         except BaseException:
             await connection.dispose()
             await client.close()
