@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import httpx
@@ -13,7 +11,6 @@ import pytest
 
 from perdure.cli import CliError, _node_config, _parser, main
 from tests.support.cluster import Cluster
-from tests.support.server import REPO_ROOT
 
 pytestmark = pytest.mark.postgres
 
@@ -74,23 +71,9 @@ def test_nodes_and_metadata_name_the_nodes(tmp_path: Path) -> None:
             (first.node_id, 1, True),
             (second.node_id, 0, True),
         ]
-        text = subprocess.run(
-            [sys.executable, "-m", "perdure", "nodes", "--store", cluster.store],
-            cwd=REPO_ROOT,
-            capture_output=True,
-            text=True,
-            timeout=20,
-            check=True,
-        ).stdout
+        text = cluster.nodes_command()
         assert f"{first.node_id}  {first.url}  live  1 actor(s)" in text
         second.kill()
-        dead = subprocess.run(
-            [sys.executable, "-m", "perdure", "nodes", "--all", "--json", "--store", cluster.store],
-            cwd=REPO_ROOT,
-            capture_output=True,
-            text=True,
-            timeout=20,
-            check=True,
-        ).stdout
+        dead = cluster.nodes_command("--all", "--json")
         rows = {row["node_id"]: row for row in map(json.loads, dead.splitlines())}
         assert set(rows) == {first.node_id, second.node_id}  # killed: listed until it expires

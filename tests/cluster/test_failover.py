@@ -18,7 +18,7 @@ import signal
 import subprocess
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +26,8 @@ import psycopg
 import pytest
 
 from perdure.client import ActorError, AsyncActorHandle, TransportError, create_client
-from tests.support.postgres import POSTGRES_URL, drop_schema, new_schema_name, require_postgres
+from tests.support.cluster import Cluster, ClusterNode
+from tests.support.postgres import POSTGRES_URL
 from tests.support.server import ServerProcess
 
 pytestmark = [pytest.mark.postgres, pytest.mark.timeout(300)]
@@ -34,37 +35,35 @@ pytestmark = [pytest.mark.postgres, pytest.mark.timeout(300)]
 JOBS = 2000
 SENDERS = 24
 BASE = 8
-TTL = "2"  # seconds: a killed node's actors are taken over after this
+TTL = 2.0  # seconds: a killed node's actors are taken over after this
 TAKEOVER_LIMIT = 10.0
 # Errors after which a send's outcome is unknown (retried later if its job is missing).
 _UNKNOWN = {"owner_unreachable", "owner_no_answer", "unavailable", "stopping", "internal_error"}
 
 
+StartCluster = Callable[..., list[ClusterNode]]
+
+
 @pytest.fixture
-def store_url() -> Iterator[str]:
-    require_postgres()
-    schema = new_schema_name()
-    separator = "&" if "?" in POSTGRES_URL else "?"
-    try:
-        yield f"{POSTGRES_URL}{separator}schema={schema}"
-    finally:
-        drop_schema(schema)
+def start_cluster(tmp_path: Path) -> Iterator[StartCluster]:
+    """Start ``size`` nodes (3 by default) on a fresh schema; all killed, the schema
+    dropped, at the end of the test. Their steps note side effects in one file."""
+    clusters: list[Cluster] = []
 
-
-def start_nodes(tmp_path: Path, store_url: str, count: int = 3) -> list[ServerProcess]:
-    env = {"PERDURE_SIDE_EFFECTS": str(tmp_path / "side-effects.txt")}
-    nodes = []
-    for index in range(1, count + 1):
-        node = ServerProcess(
+    def start(size: int = 3) -> list[ClusterNode]:
+        cluster = Cluster(
             "tests.failover_app:registry",
-            tmp_path / f"node{index}",
-            env=env,
-            extra_args=["--store", store_url, "--node-id", f"n{index}", "--lease-ttl", TTL],
+            size,
+            base_dir=tmp_path,
+            lease_ttl=TTL,
+            env={"PERDURE_SIDE_EFFECTS": str(tmp_path / "side-effects.txt")},
         )
-        nodes.append(node)
-    for node in nodes:
-        node.start()
-    return nodes
+        clusters.append(cluster)
+        return cluster.start().nodes
+
+    yield start
+    for cluster in clusters:
+        cluster.close()
 
 
 def digits(total: int) -> list[int]:
@@ -112,8 +111,10 @@ def side_effect_runs(path: Path) -> Counter[int]:
     return runs
 
 
-async def test_three_nodes_survive_each_node_killed_in_turn(tmp_path: Path, store_url: str) -> None:
-    nodes = await asyncio.to_thread(start_nodes, tmp_path, store_url)
+async def test_three_nodes_survive_each_node_killed_in_turn(
+    tmp_path: Path, start_cluster: StartCluster
+) -> None:
+    nodes = await asyncio.to_thread(start_cluster)
     seed = int(os.environ.get("PERDURE_CRASH_SEED") or random.randrange(1 << 30))
     rng = random.Random(seed)
     kill_points = sorted(rng.sample(range(200, JOBS - 200), 3))
@@ -198,8 +199,8 @@ async def test_three_nodes_survive_each_node_killed_in_turn(tmp_path: Path, stor
     assert len(events) >= JOBS // 2, f"only {len(events)} events ({context})"
 
 
-async def test_a_paused_owner_is_fenced_and_drops_the_actor(tmp_path: Path, store_url: str) -> None:
-    nodes = await asyncio.to_thread(start_nodes, tmp_path, store_url, 2)
+async def test_a_paused_owner_is_fenced_and_drops_the_actor(start_cluster: StartCluster) -> None:
+    nodes = await asyncio.to_thread(start_cluster, 2)
     owner, other = nodes
     try:
         async with create_client(owner.url) as on_owner, create_client(other.url) as on_other:
@@ -233,8 +234,10 @@ async def test_a_paused_owner_is_fenced_and_drops_the_actor(tmp_path: Path, stor
     assert outcomes.count("ok") >= 4, outcomes  # only the send in flight at the pause fails
 
 
-async def test_alarms_of_a_killed_node_fire_once_on_another(tmp_path: Path, store_url: str) -> None:
-    nodes = await asyncio.to_thread(start_nodes, tmp_path, store_url)
+async def test_alarms_of_a_killed_node_fire_once_on_another(
+    tmp_path: Path, start_cluster: StartCluster
+) -> None:
+    nodes = await asyncio.to_thread(start_cluster)
     keys = [f"alarm-{i}" for i in range(6)]
     try:
         async with create_client(nodes[0].url) as client:
@@ -271,11 +274,11 @@ async def fires_or_zero(handle: AsyncActorHandle) -> int:
     shutil.which("pg_ctlcluster") is None, reason="needs a local PostgreSQL cluster"
 )
 async def test_nodes_recover_by_themselves_after_postgresql_restarts(
-    tmp_path: Path, store_url: str
+    start_cluster: StartCluster,
 ) -> None:
     if "127.0.0.1" not in POSTGRES_URL and "localhost" not in POSTGRES_URL:
         pytest.skip("the test PostgreSQL is not this machine's")
-    nodes = await asyncio.to_thread(start_nodes, tmp_path, store_url)
+    nodes = await asyncio.to_thread(start_cluster)
     try:
         async with create_client(nodes[0].url) as client:
             handle = client.progressActor.get_or_create(["pg-restart"])

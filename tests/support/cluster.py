@@ -247,17 +247,22 @@ class Cluster(_StartStop):
 
     close = stop
 
-    def live_nodes(self, *, timeout: float = 20.0) -> list[dict[str, Any]]:
-        """What ``perdure nodes --store URL --json`` lists (one dict per live node)."""
+    def nodes_command(self, *args: str, timeout: float = 20.0) -> str:
+        """What ``perdure nodes --store URL ARGS`` prints (it must exit 0)."""
         result = subprocess.run(
-            [sys.executable, "-m", "perdure", "nodes", "--store", self.store, "--json"],
+            [sys.executable, "-m", "perdure", "nodes", "--store", self.store, *args],
             cwd=REPO_ROOT,
             capture_output=True,
             text=True,
             timeout=timeout,
             check=True,
         )
-        return [json.loads(line) for line in result.stdout.splitlines() if line.strip()]
+        return result.stdout
+
+    def live_nodes(self, *, timeout: float = 20.0) -> list[dict[str, Any]]:
+        """What ``perdure nodes --store URL --json`` lists (one dict per live node)."""
+        text = self.nodes_command("--json", timeout=timeout)
+        return [json.loads(line) for line in text.splitlines() if line.strip()]
 
     def wait_members(self, node_ids: Iterable[str], *, timeout: float = 15.0) -> None:
         """Wait (bounded) until the live nodes are exactly ``node_ids``."""
