@@ -90,6 +90,7 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, default=6420, help="port (default 6420)")
     _add_store_options(serve)
     _add_cluster_options(serve)
+    _add_admin_options(serve)
     serve.add_argument(
         "--log-level",
         default="info",
@@ -136,6 +137,24 @@ def _add_cluster_options(parser: argparse.ArgumentParser) -> None:
         "--cluster-secret",
         help="a secret nodes present to each other on forwarded requests "
         "($PERDURE_CLUSTER_SECRET; default none: keep node ports private)",
+    )
+
+
+def _add_admin_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group(
+        "admin", "the admin API, inspector UI and /metrics (docs/inspector.md)"
+    )
+    group.add_argument(
+        "--admin-token",
+        default=os.environ.get("PERDURE_ADMIN_TOKEN") or None,
+        help="require this token for the admin surface from every address (env "
+        "PERDURE_ADMIN_TOKEN); without it, only loopback clients may use it",
+    )
+    group.add_argument(
+        "--no-admin",
+        dest="admin",
+        action="store_false",
+        help="turn the admin API, inspector UI and /metrics off",
     )
 
 
@@ -255,6 +274,7 @@ def _serve(args: argparse.Namespace) -> int:
 
     from perdure.runtime.runtime import ActorRuntime
     from perdure.server import create_app
+    from perdure.server.access import AdminAccess
     from perdure.server.draining import DrainingServer
 
     level = getattr(logging, args.log_level.upper())
@@ -286,7 +306,7 @@ def _serve(args: argparse.Namespace) -> int:
             )
     options = registry.options
     config = uvicorn.Config(
-        create_app(runtime),
+        create_app(runtime, admin=AdminAccess(enabled=args.admin, token=args.admin_token)),
         host=args.host,
         port=args.port,
         loop="uvloop",

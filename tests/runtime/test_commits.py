@@ -11,6 +11,7 @@ from perdure.errors import ActorAborted, ActorNotFound, StateNotSerializable
 from perdure.runtime.commits import CommitPipeline
 from perdure.store.base import ActorCommit, QueueMessageRecord, ScheduleFireRecord, ScheduleRecord
 from perdure.store.codec import encode_value
+from perdure.telemetry import Observers
 
 
 class Sink:
@@ -39,6 +40,8 @@ class Actor:
     def __init__(self) -> None:
         self.state: Any = {"n": 0}
         self.label = "thing/a1"
+        self.actor_id, self.name, self.key = "a1", "thing", ("k",)
+        self.observer = Observers()
         self.written = 0
         self.failures: list[BaseException] = []
 

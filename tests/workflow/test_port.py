@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from perdure.errors import QueueError
+from perdure.telemetry import Observer
 from perdure.workflows import StepContext, WorkflowContext
 from perdure.workflows.engine import META_LOCATION, WorkflowRunner
 from perdure.workflows.port import ActorClient, MessageQueue, WorkflowHost
@@ -79,6 +80,7 @@ class FakeHost:
         self.label = "wf/wf-1"
         self.log = logging.LoggerAdapter(logging.getLogger("test.port"), {})
         self.abort = _Signal()
+        self.observer = Observer()
         self.stored: dict[str, bytes] = dict(stored or {})
         self._puts: dict[str, bytes] = {}
         self._deletes: list[str] = []

@@ -24,6 +24,7 @@ from typing import Any, Protocol
 from perdure.errors import ActorAborted, PerdureError
 from perdure.store.base import ActorCommit, QueueMessageRecord, ScheduleFireRecord, ScheduleRecord
 from perdure.store.codec import encode_value
+from perdure.telemetry import ActorFacts, Observers
 
 __all__ = ["CommitPipeline", "CommitSink", "StateOwner"]
 
@@ -36,13 +37,15 @@ class CommitSink(Protocol):
         ...
 
 
-class StateOwner(Protocol):
+class StateOwner(ActorFacts, Protocol):
     """Whose state the commits carry (the live actor)."""
 
     state: Any
     """The state, encoded at every flush."""
     label: str
     """Names the actor in the error of a state that cannot be encoded."""
+    observer: Observers
+    """Told when a commit made a state or history change durable."""
 
 
 class CommitPipeline:
@@ -232,7 +235,21 @@ class CommitPipeline:
         # Several commits may be in flight: the store applies them in submission order.
         self._last_commit = future
         future.add_done_callback(self._after_commit)
+        if self._owner.observer.observers and (
+            commit.state is not None or commit.history_put or commit.history_delete
+        ):
+            future.add_done_callback(functools.partial(self._report, commit))
         return future
+
+    def _report(self, commit: ActorCommit, future: asyncio.Future[None]) -> None:
+        """Tell the observers what a commit made durable (the inspector's live feed)."""
+        if future.cancelled() or future.exception() is not None:
+            return
+        owner = self._owner
+        if commit.history_put or commit.history_delete:
+            owner.observer.history_changed(owner, list(commit.history_put), commit.history_delete)
+        if commit.state is not None:
+            owner.observer.state_changed(owner)
 
     def _add_state(self, commit: ActorCommit) -> None:
         owner = self._owner
@@ -250,6 +267,8 @@ class CommitPipeline:
     def _after_commit(self, future: asyncio.Future[None]) -> None:
         error = ActorAborted() if future.cancelled() else future.exception()
         if error is not None:
+            if not isinstance(error, ActorAborted):
+                self._owner.observer.store_error("commit", error)
             self._poison(error)
 
     def _poison(self, error: BaseException) -> None:

@@ -98,6 +98,7 @@ class ActorInstance:
         self.tasks = TaskOwner(f"actor {self.name}/{self.actor_id}")
         self.stopped = asyncio.get_running_loop().create_future()
         self.stop_reason: StopReason | None = None
+        self.observer = runtime.observers
         self.commits = CommitPipeline(
             runtime.store,
             record.actor_id,
@@ -315,6 +316,8 @@ class ActorInstance:
         self._check_running()
         activity = self.activity  # the hot path: straight to the tracker and the pipeline
         activity.enter()
+        span = self.observer.action(self, name)
+        error: BaseException | None = None
         try:
             context = ActionContext(self, conn)
             try:
@@ -328,13 +331,17 @@ class ActorInstance:
                 flushed = self.commits.request_flush()
             await flushed
             return output
-        except (PerdureError, asyncio.CancelledError):
+        except (PerdureError, asyncio.CancelledError) as exc:
+            error = exc
             raise
         except Exception as exc:
             self.log.exception("action %s failed", name)
-            raise InternalError() from exc
+            error = InternalError()
+            raise error from exc
         finally:
             activity.leave()
+            if span is not None:
+                span.end(error)
 
     async def _before_action_response(
         self, hook: Callable[..., Any], name: str, args: list[Any], output: Any
@@ -410,6 +417,7 @@ class ActorInstance:
                 except BaseException:
                     self.conns.pop(conn.id, None)
                     raise
+            self.observer.connection_opened(self, conn.id)
             return conn
         except (PerdureError, asyncio.CancelledError):
             raise
@@ -424,6 +432,7 @@ class ActorInstance:
         """Forget a connection and run on_disconnect (once)."""
         if self.conns.pop(conn.id, None) is None:
             return
+        self.observer.connection_closed(self, conn.id)
         hook = self.definition.hooks.get("on_disconnect")
         if hook is not None:
             try:
@@ -440,9 +449,12 @@ class ActorInstance:
 
     def send_event(self, name: str, payload: list[Any]) -> None:
         """Send an already validated event to the connections subscribed to ``name``."""
+        recipients = 0
         for conn in self.conns.values():
             if name in conn.subscriptions:
                 conn.transport.send_event(name, payload)
+                recipients += 1
+        self.observer.event_sent(self, name, payload, recipients)
 
     # ------------------------------------------------------------------- alarms
 

@@ -102,6 +102,20 @@ class ActorQueue:
         validated: bool = False,
     ) -> QueueSendResult:
         """Enqueue durably; with ``wait`` also wait (up to ``timeout``) for ``complete()``."""
+        span = self._instance.observer.queue_send(self._instance, name)
+        if span is None:
+            return await self._send(name, body, wait, timeout, validated)
+        try:
+            result = await self._send(name, body, wait, timeout, validated)
+        except BaseException as exc:
+            span.end(exc)
+            raise
+        span.end(None)
+        return result
+
+    async def _send(
+        self, name: str, body: Any, wait: bool, timeout: float | None, validated: bool
+    ) -> QueueSendResult:
         record = self.enqueue(name, body, validated=validated)
         completion: asyncio.Future[Any] | None = None
         if wait:
@@ -142,12 +156,17 @@ class ActorQueue:
     def consume(self, records: Sequence[QueueMessageRecord], *, completable: bool) -> None:
         """Claim messages: remove them (with the next flush) or hold them until completed."""
         commits = self._instance.commits
+        counts: dict[str, int] = {}
         for record in records:
+            counts[record.name] = counts.get(record.name, 0) + 1
             if completable:
                 self._held.add(record.id)
             else:
                 del self._messages[record.id]
                 commits.delete_message(record.id)
+        observer = self._instance.observer
+        for queue_name, count in counts.items():
+            observer.message_consumed(self._instance, queue_name, count)
 
     def hold(self, message_id: int) -> None:
         """Mark a message as received-but-not-completed (replayed from workflow history)."""

@@ -32,6 +32,7 @@ from perdure.runtime.tasks import TaskOwner
 from perdure.store.base import ActorRecord, Store
 from perdure.store.codec import encode_value
 from perdure.store.errors import ActorOwnedElsewhere
+from perdure.telemetry import Observers
 
 __all__ = ["ActorRuntime", "ResolveMethod"]
 
@@ -68,6 +69,10 @@ class ActorRuntime:
         self.alarms = AlarmScheduler(self)
         # The one way into an actor for every request (see perdure.runtime.dispatch).
         self.dispatch = ActorDispatch(self)
+        # What the engine reports (metrics, traces, the inspector's feed): see
+        # perdure.telemetry. Empty until someone watches.
+        self.observers = Observers()
+        store.observer = self.observers
         self.cluster: ClusterMember | None = None
         self.placement: Placement | None = None
         if node is not None:
@@ -322,6 +327,7 @@ class ActorRuntime:
                 raise InternalError() from exc
             raise
         self._live[actor_id] = instance
+        self.observers.actor_woke(instance)
         _log.debug("woke %s/%s (generation %d)", record.name, actor_id, instance.generation)
         return instance
 
@@ -344,6 +350,7 @@ class ActorRuntime:
         finally:
             if self._live.get(instance.actor_id) is instance:
                 del self._live[instance.actor_id]
+            self.observers.actor_slept(instance, reason or "sleep")
             if reason != "destroy":  # a destroyed actor's row (and lease) is gone
                 await self._release(instance)
             label = _STOPPED.get(reason or "", reason)
@@ -356,6 +363,7 @@ class ActorRuntime:
         finally:
             if self._live.get(instance.actor_id) is instance:
                 del self._live[instance.actor_id]
+            self.observers.actor_slept(instance, "lost")
             # Released only if still current (the store checks the generation): a lease
             # taken over meanwhile stays with its new owner.
             await self._release(instance)
@@ -372,6 +380,7 @@ class ActorRuntime:
         if instance is None or instance.generation != generation:
             return
         del self._live[actor_id]
+        self.observers.actor_slept(instance, "lost")
         self.spawn(instance.crash(), name=f"give up {actor_id}")
 
     async def sleep_actor(self, actor_id: str) -> None:

@@ -232,7 +232,9 @@ class ScheduleManager:
                 self._running.pop(run.job.id, None)
                 instance.leave()
             return
+        observer = instance.observer
         for run in runs:
+            observer.alarm_fired(instance, "schedule", run.info.fired_at - run.info.scheduled_at)
             if self._can_fire():
                 instance.tasks.spawn(self._execute(run), name=f"fire {run.info.id}")
             else:  # a stop began while the claims were committed

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from perdure.runtime.context import AbortSignal
 from perdure.runtime.instance import call_hook
+from perdure.telemetry import Observer
 from perdure.workflows.port import ActorClient, MessageQueue
 
 if TYPE_CHECKING:
@@ -38,6 +39,7 @@ class ActorWorkflowHost:
         self.label = instance.label
         self.log = instance.log
         self.abort: AbortSignal = instance.abort
+        self.observer: Observer = instance.observer
         self.actor = instance  # the state and vars, read where they live
         self._activity = instance.activity
         self._clock = instance.runtime.clock

@@ -36,6 +36,7 @@ from perdure import __version__
 from perdure.errors import PerdureError
 from perdure.runtime.runtime import ActorRuntime
 from perdure.server._errors import MethodNotAllowed, RouteNotFound, error_body, header_text
+from perdure.server.access import AdminAccess
 from perdure.server.gateway import Gateway
 from perdure.server.management import json_response, management_routes
 from perdure.server.peers import FORWARD_PATH, ForwardEndpoint, HttpPeers
@@ -46,8 +47,13 @@ __all__ = ["create_app"]
 _log = logging.getLogger("perdure.server")
 
 
-def create_app(runtime: ActorRuntime) -> Starlette:
-    """A Starlette app serving ``runtime``'s actors; its lifespan starts and stops it."""
+def create_app(runtime: ActorRuntime, *, admin: AdminAccess | None = None) -> Starlette:
+    """A Starlette app serving ``runtime``'s actors; its lifespan starts and stops it.
+
+    ``admin`` says who may use the admin API, the inspector UI and ``/metrics``
+    (default: loopback clients only; see :mod:`perdure.server.access`).
+    """
+    admin = admin or AdminAccess()
     actor_names: dict[str, Any] = {name: {"metadata": {}} for name in runtime.registry.actors}
 
     cluster = runtime.cluster

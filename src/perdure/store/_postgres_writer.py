@@ -31,6 +31,7 @@ from perdure.errors import InternalError
 from perdure.store._postgres_merge import plan_statements
 from perdure.store._postgres_ops import WriteOp
 from perdure.store._shared import StoreClosed, settle_ops
+from perdure.telemetry import NO_OBSERVER, Observer
 
 __all__ = ["PostgresWriter"]
 
@@ -44,6 +45,8 @@ class PostgresWriter:
     """Owns the write connection and the task that serves it; see the module docstring."""
 
     def __init__(self, connect: Connect, *, max_batch: int = 256) -> None:
+        # Told about every batch (the store passes its observer on; see telemetry).
+        self.observer: Observer = NO_OBSERVER
         self._connect = connect
         self._max_batch = max_batch
         self._queue: collections.deque[WriteOp] = collections.deque()
@@ -96,13 +99,18 @@ class PostgresWriter:
                 continue
             count = min(len(queue), self._max_batch)
             batch = [queue.popleft() for _ in range(count)]
+            span = self.observer.commit(count)
             try:
                 await self._write_batch(batch)
             except BaseException as exc:
+                if span is not None:
+                    span.end(exc)
                 # Cancelled (the loop is shutting down) or a bug: nobody may wait forever.
                 self._fail([*batch, *queue], exc)
                 queue.clear()
                 raise
+            if span is not None:
+                span.end(next((op.error for op in batch if op.error is not None), None))
             settle_ops(batch)
 
     async def _connection(self) -> Connection:

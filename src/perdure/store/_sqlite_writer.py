@@ -38,6 +38,7 @@ from perdure.store._shared import StoreClosed, settle_ops
 from perdure.store._sqlite_checkpoint import FALLBACK_AUTOCHECKPOINT_PAGES, Checkpointer
 from perdure.store._sqlite_ops import WriteOp, apply_merged
 from perdure.store.migrations import apply_sqlite_migrations
+from perdure.telemetry import NO_OBSERVER, Observer
 
 __all__ = ["GroupCommitWriter", "connect"]
 
@@ -81,6 +82,8 @@ class GroupCommitWriter:
     """Owns the write connection and its thread; see the module docstring."""
 
     def __init__(self, path: Path, *, synchronous: str, max_batch: int = 256) -> None:
+        # Told about every batch (the store passes its observer on; see telemetry).
+        self.observer: Observer = NO_OBSERVER
         self._path = path
         self._synchronous = synchronous
         self._max_batch = max_batch
@@ -259,6 +262,14 @@ class GroupCommitWriter:
         return batch
 
     def _write_batch(self, db: sqlite3.Connection, ops: list[WriteOp]) -> None:
+        span = self.observer.commit(len(ops))
+        if span is None:
+            self._apply_batch(db, ops)
+            return
+        self._apply_batch(db, ops)
+        span.end(next((op.error for op in ops if op.error is not None), None))
+
+    def _apply_batch(self, db: sqlite3.Connection, ops: list[WriteOp]) -> None:
         try:
             db.execute("BEGIN IMMEDIATE")
             if len(ops) == 1:

@@ -63,6 +63,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from perdure.keys import Key
+from perdure.telemetry import NO_OBSERVER, Observer
 
 __all__ = [
     "ActorCommit",
@@ -265,6 +266,9 @@ class Store(ABC):
     """Abstract base of every backend. All methods are coroutines unless noted."""
 
     durability: Durability = "process"
+    # Told about every write batch (``commit``) and failed write (``store_error``),
+    # possibly from a writer thread; the runtime sets it before ``open``.
+    observer: Observer = NO_OBSERVER
 
     @abstractmethod
     async def open(self) -> None:

@@ -279,6 +279,18 @@ class MemoryStore(Store):
 
     async def commit(self, commit: ActorCommit) -> None:
         """Apply ``commit`` atomically: every check happens before the first change."""
+        span = self.observer.commit(1)
+        if span is None:
+            self._apply(commit)
+            return
+        try:
+            self._apply(commit)
+        except Exception as exc:
+            span.end(exc)
+            raise
+        span.end(None)
+
+    def _apply(self, commit: ActorCommit) -> None:
         self._check_open()
         record = self._actors.get(commit.actor_id)
         if record is None or (commit.fence is not None and record.generation != commit.fence):

@@ -162,6 +162,7 @@ class PostgresStore(Store):
                 raise
             self._channel = wake_channel(schema)
             writer = PostgresWriter(self._connect_writer)
+            writer.observer = self.observer
             await writer.start(conn)
             pool: AsyncConnectionPool[Connection] = AsyncConnectionPool(
                 self.url,

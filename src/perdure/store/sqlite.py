@@ -156,6 +156,7 @@ class SQLiteStore(Store):
             lock = self.lock() if self.exclusive else None
             try:
                 writer = GroupCommitWriter(file, synchronous=_SYNCHRONOUS[self.durability])
+                writer.observer = self.observer
                 await writer.start()
                 try:
                     # A URI (percent-encoded by as_uri) so that mode=ro can be asked for.

@@ -71,6 +71,8 @@ class RunnerCore:
         self.host.write_history(
             {META_LOCATION: encode_value(self.meta, what="workflow status")}, ()
         )
+        if "status" in fields:
+            self.host.observer.workflow_status(self.host, fields["status"])
 
     def status(self) -> dict[str, Any]:
         """The workflow's status for clients: ``{status, error, output}``."""
@@ -152,8 +154,10 @@ class RunnerCore:
         try:
             while True:
                 self.check_evicted()
-                remaining = (deadline - host.now_ms()) / 1000
+                now = host.now_ms()
+                remaining = (deadline - now) / 1000
                 if remaining <= 0:
+                    host.observer.alarm_fired(host, "workflow", now - deadline)
                     return False
                 if want_messages:
                     if await self.queue().wait_for(for_messages, remaining):

@@ -19,6 +19,7 @@ from typing import Any, Protocol, TypeVar
 
 from perdure.queue_message import QueueMessage
 from perdure.store.base import QueueMessageRecord
+from perdure.telemetry import Observer
 
 __all__ = [
     "AbortSignal",
@@ -174,6 +175,11 @@ class WorkflowHost(ActorIdentity, WorkflowHistory, StepHost, Protocol):
     @property
     def abort(self) -> AbortSignal:
         """Fires when the actor starts to stop: the workflow stops at its next yield."""
+        ...
+
+    @property
+    def observer(self) -> Observer:
+        """Told about steps, their failures, the workflow's status and its timers."""
         ...
 
     def queue(self) -> MessageQueue | None:

@@ -47,14 +47,21 @@ class StepPrimitives(RunnerCore):
                 await self.wait_until(int(retry_at))
             attempts = int(entry.data.get("a", 0)) + 1
             step_context = StepContext(self.host, location)
+            span = self.host.observer.step(self.host, location, attempts)
             try:
                 output = await run_step_fn(fn, step_context, timeout)
             except Exception as exc:
                 step_context.close()
+                if span is not None:
+                    span.end(exc)
                 await self._step_failed(
                     location, entry, exc, attempts, max_retries, backoff, retry_on_timeout
                 )
                 continue
+            except BaseException as exc:
+                if span is not None:
+                    span.end(exc)
+                raise
             events = step_context.close()
             entry.status = "completed"
             entry.data = {"o": output, "a": attempts}
@@ -65,6 +72,8 @@ class StepPrimitives(RunnerCore):
             else:
                 await self.commit()
                 self.deliver(events)
+            if span is not None:
+                span.end(None)
             self.rollbacks.note(entry, location, rollback)
             return output
 
@@ -95,6 +104,7 @@ class StepPrimitives(RunnerCore):
             entry.data["r"] = self.host.now_ms() + int(delay * 1000)
         self.history.touch(location)
         await self.commit()
+        self.host.observer.step_failed(self.host, location, attempts, not terminal)
         self.host.log.warning(
             "step %s failed (attempt %d): %s", location, attempts, info["message"]
         )

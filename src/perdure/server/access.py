@@ -1,0 +1,100 @@
+"""Who may use the admin surface: the admin API (``/admin/…``), the inspector UI
+(``/ui/…``) and ``/metrics``.
+
+Without a token the admin surface answers only requests from a loopback address
+(127.0.0.0/8, ::1): the operator on the server's own machine. With a token
+(``perdure serve --admin-token`` or ``PERDURE_ADMIN_TOKEN``) it answers any address that
+presents it, loopback included — behind a reverse proxy on the same host every request
+comes from loopback, so a token must not be bypassed there. The token goes in
+``Authorization: Bearer TOKEN`` (the CLI, Prometheus' ``bearer_token``) or in the
+``perdure_admin`` cookie that the inspector's sign-in page sets (browsers cannot put a
+header on an ``EventSource``). ``--no-admin`` turns the whole surface off.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+from dataclasses import dataclass
+
+from starlette.requests import HTTPConnection
+
+from perdure.errors import PerdureError
+
+__all__ = ["ADMIN_COOKIE", "AdminAccess", "AdminDenied", "AdminUnauthorized"]
+
+ADMIN_COOKIE = "perdure_admin"
+
+
+class AdminDenied(PerdureError):
+    """The admin surface refused a request (``admin.unauthorized`` or ``admin.forbidden``)."""
+
+    group = "admin"
+    default_code = "forbidden"
+    status = 403
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+
+
+class AdminUnauthorized(AdminDenied):
+    """The request carries no valid admin token (401 ``admin.unauthorized``)."""
+
+    default_code = "unauthorized"
+    status = 401
+
+
+@dataclass(frozen=True, slots=True)
+class AdminAccess:
+    """The admin surface's access rule (see the module docstring)."""
+
+    enabled: bool = True
+    token: str | None = None
+
+    def check(self, connection: HTTPConnection) -> None:
+        """Raise :class:`AdminDenied` unless ``connection`` may use the admin surface."""
+        if not self.enabled:
+            raise AdminDenied("The admin surface is turned off on this server (--no-admin).")
+        if self.token is None:
+            if _is_loopback(connection):
+                return
+            raise AdminDenied(
+                "The admin surface answers only on loopback unless the server has an admin "
+                "token (perdure serve --admin-token, or PERDURE_ADMIN_TOKEN)."
+            )
+        presented = self.presented_token(connection)
+        if presented is None:
+            raise AdminUnauthorized(
+                "This server's admin surface needs its token: send "
+                "`Authorization: Bearer TOKEN`, or sign in at /ui/login."
+            )
+        if not hmac.compare_digest(presented.encode(), self.token.encode()):
+            raise AdminUnauthorized("The admin token is not valid.")
+
+    def allows(self, connection: HTTPConnection) -> bool:
+        """True when :meth:`check` would pass."""
+        try:
+            self.check(connection)
+        except AdminDenied:
+            return False
+        return True
+
+    @staticmethod
+    def presented_token(connection: HTTPConnection) -> str | None:
+        """The token a request carries (bearer header first, then the cookie)."""
+        header = connection.headers.get("authorization", "")
+        scheme, _, value = header.partition(" ")
+        if scheme.lower() == "bearer" and value.strip():
+            return value.strip()
+        return connection.cookies.get(ADMIN_COOKIE) or None
+
+
+def _is_loopback(connection: HTTPConnection) -> bool:
+    client = connection.client
+    if client is None:
+        return False  # no peer address (some test transports): not provably local
+    host = client.host
+    try:
+        return ipaddress.ip_address(host.split("%", 1)[0]).is_loopback
+    except ValueError:
+        return host == "localhost"
