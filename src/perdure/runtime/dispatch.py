@@ -210,6 +210,17 @@ class ActorDispatch:
         records = await self._runtime.store.list_actors(name=name, after=after, limit=limit)
         return [ActorSummary.of(record) for record in records]
 
+    async def count(self, name: str | None = None) -> int:
+        """How many actors are stored (of one name, if given), awake or asleep."""
+        return await self._runtime.store.count_actors(name=name)
+
+    def awake(self) -> dict[str, int]:
+        """How many actors of each name are awake in this process."""
+        counts: dict[str, int] = {}
+        for instance in self._runtime.live_instances():
+            counts[instance.name] = counts.get(instance.name, 0) + 1
+        return counts
+
     async def get_or_create(
         self, name: str, key: str | Sequence[str] | None, input: Any = None
     ) -> tuple[ActorSummary, bool]:

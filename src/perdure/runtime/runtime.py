@@ -141,6 +141,10 @@ class ActorRuntime:
         """How many actors are awake (in memory) right now."""
         return len(self._live)
 
+    def live_instances(self) -> list[ActorInstance]:
+        """The actors awake in this process (a copy: safe to iterate across awaits)."""
+        return list(self._live.values())
+
     def is_live(self, actor_id: str) -> bool:
         """True when the actor is awake."""
         return actor_id in self._live
