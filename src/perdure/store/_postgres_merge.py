@@ -45,14 +45,15 @@ a AS (
     RETURNING t.actor_id
 ),
 qp AS (
-    INSERT INTO queue_messages (actor_id, id, name, body, created_at)
-    SELECT a.actor_id, q.id, q.name, q.body, q.created_at
+    INSERT INTO queue_messages (actor_id, id, name, body, created_at, trace)
+    SELECT a.actor_id, q.id, q.name, q.body, q.created_at, q.trace
     FROM unnest(%(qp_actor)b::text[], %(qp_id)b::bigint[], %(qp_name)b::text[],
-                %(qp_body)b::bytea[], %(qp_created_at)b::bigint[])
-        AS q (actor_id, id, name, body, created_at)
+                %(qp_body)b::bytea[], %(qp_created_at)b::bigint[], %(qp_trace)b::text[])
+        AS q (actor_id, id, name, body, created_at, trace)
     JOIN a ON a.actor_id = q.actor_id COLLATE "C"
     ON CONFLICT (actor_id, id) DO UPDATE
-        SET name = EXCLUDED.name, body = EXCLUDED.body, created_at = EXCLUDED.created_at
+        SET name = EXCLUDED.name, body = EXCLUDED.body, created_at = EXCLUDED.created_at,
+            trace = EXCLUDED.trace
 ),
 qd AS (
     DELETE FROM queue_messages AS t
@@ -87,7 +88,7 @@ _ACTOR_COLUMNS = (
     "fence",
 )
 _ROW_ARRAYS: dict[str, tuple[str, ...]] = {
-    "queue_put": ("qp_actor", "qp_id", "qp_name", "qp_body", "qp_created_at"),
+    "queue_put": ("qp_actor", "qp_id", "qp_name", "qp_body", "qp_created_at", "qp_trace"),
     "queue_delete": ("qd_actor", "qd_id"),
     "history_put": ("hp_actor", "hp_location", "hp_entry"),
     "history_delete": ("hd_actor", "hd_location"),

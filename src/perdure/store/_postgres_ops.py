@@ -141,7 +141,10 @@ _UPSERTS: dict[str, tuple[str, tuple[tuple[str, str], ...], tuple[str, ...]]] = 
     # part: (table, (column, type) in row order, conflict key)
     "qp": (
         "queue_messages",
-        (("id", "bigint"), ("name", "text"), ("body", "bytea"), ("created_at", "bigint")),
+        (
+            ("id", "bigint"), ("name", "text"), ("body", "bytea"), ("created_at", "bigint"),
+            ("trace", "text"),
+        ),
         ("id",),
     ),
     "hp": ("workflow_history", (("location", "text"), ("entry", "bytea")), ("location",)),
@@ -336,7 +339,8 @@ class MergeRows:
         gone_ids = set(commit.queue_delete)
         messages = {m.id: m for m in commit.queue_put if m.id not in gone_ids}
         self.queue_put = [
-            (actor_id, m.id, m.name, bytes(m.body), m.created_at) for m in messages.values()
+            (actor_id, m.id, m.name, bytes(m.body), m.created_at, m.trace)
+            for m in messages.values()
         ]
         self.queue_delete = [(actor_id, message_id) for message_id in sorted(gone_ids)]
         gone = set(commit.history_delete)
@@ -411,7 +415,7 @@ def _queue_parts(commit: ActorCommit, params: Params, parts: list[str]) -> None:
     else:
         messages = commit.queue_put
     if messages:
-        rows = {m.id: (m.id, m.name, bytes(m.body), m.created_at) for m in messages}
+        rows = {m.id: (m.id, m.name, bytes(m.body), m.created_at, m.trace) for m in messages}
         parts.append(_upsert("qp", list(rows.values()), params))
 
 

@@ -100,8 +100,8 @@ _UPDATE_SQL: dict[tuple[tuple[str, ...], bool], str] = {}
 _EXISTS_SQL = "SELECT 1 FROM actors WHERE actor_id = ?"
 _EXISTS_FENCED_SQL = "SELECT 1 FROM actors WHERE actor_id = ? AND generation = ?"
 _QUEUE_PUT_SQL = (
-    "INSERT OR REPLACE INTO queue_messages (actor_id, id, name, body, created_at)"
-    " VALUES (?, ?, ?, ?, ?)"
+    "INSERT OR REPLACE INTO queue_messages (actor_id, id, name, body, created_at, trace)"
+    " VALUES (?, ?, ?, ?, ?, ?)"
 )
 _QUEUE_DELETE_SQL = "DELETE FROM queue_messages WHERE actor_id = ? AND id = ?"
 _HISTORY_PUT_SQL = (
@@ -164,7 +164,7 @@ class CommitOp(WriteOp):
         # Most commits leave most of these empty: skip building what would stay empty.
         put, delete = commit.queue_put, commit.queue_delete
         self.queue_put = (
-            [(actor_id, m.id, m.name, m.body, m.created_at) for m in put] if put else ()
+            [(actor_id, m.id, m.name, m.body, m.created_at, m.trace) for m in put] if put else ()
         )
         self.queue_delete = [(actor_id, message_id) for message_id in delete] if delete else ()
         history, gone = commit.history_put, commit.history_delete

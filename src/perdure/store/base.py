@@ -137,12 +137,18 @@ class NodeRecord:
 
 @dataclass(frozen=True, slots=True)
 class QueueMessageRecord:
-    """A durable queue message. Ids grow monotonically per actor; FIFO is by id."""
+    """A durable queue message. Ids grow monotonically per actor; FIFO is by id.
+
+    ``trace`` is the W3C ``traceparent`` of the span that sent it, when the sender was
+    traced: stored with the message so that the workflow consuming it, even after a
+    restart, is traced as that span's child (see docs/tracing.md).
+    """
 
     id: int
     name: str
     body: bytes
     created_at: int
+    trace: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -258,11 +258,20 @@ CREATE TABLE nodes (
 CREATE INDEX actors_owner_node ON actors (owner_node) WHERE owner_node IS NOT NULL;
 """
 
+# Design notes for migration 5 (trace context of queue messages):
+# - A message keeps the W3C `traceparent` of the span that sent it (55 characters, NULL
+#   when the sender was not traced), so that its consumer is traced as part of the
+#   sender's trace even across a restart. A nullable column without a default: adding it
+#   rewrites no row on either database.
+_V5_SQLITE = "ALTER TABLE queue_messages ADD COLUMN trace TEXT;"
+_V5_POSTGRES = "ALTER TABLE queue_messages ADD COLUMN trace TEXT;"
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "actors_queue_history", sqlite=_V1_SQLITE, postgres=_V1_POSTGRES),
     Migration(2, "schedules", sqlite=_V2_SQLITE, postgres=_V2_POSTGRES),
     Migration(3, "one_fencing_counter", sqlite=_V3_SQLITE, postgres=_V3_POSTGRES),
     Migration(4, "nodes", sqlite=_V4_SQLITE, postgres=_V4_POSTGRES),
+    Migration(5, "queue_message_trace", sqlite=_V5_SQLITE, postgres=_V5_POSTGRES),
 )
 
 
