@@ -18,6 +18,9 @@ On a PostgreSQL store every ``perdure serve`` is a node of one cluster (docs/dep
 ``PERDURE_*`` environment variables) say who it is to its peers. ``perdure nodes`` lists
 the live nodes with the number of actors each holds.
 
+``perdure inspect``, ``perdure workflow status|retry|replay`` and ``perdure destroy`` work on
+a running server through its admin API (:mod:`perdure.cli_admin`, docs/cli.md).
+
 The registry is named ``package.module:attribute`` or ``path/to/file.py:attribute``.
 """
 
@@ -43,6 +46,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from perdure import __version__
+from perdure.cli_admin import ADMIN_COMMANDS, add_admin_commands, run_admin_command
 from perdure.keys import serialize_key
 from perdure.registry import Registry
 from perdure.runtime.cluster import NodeConfig
@@ -73,6 +77,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return asyncio.run(_actors(args))
         if args.command == "nodes":
             return asyncio.run(_nodes(args))
+        if args.command in ADMIN_COMMANDS:
+            return run_admin_command(args)
     except CliError as exc:
         print(f"perdure: error: {exc}", file=sys.stderr)
         return 2
@@ -111,6 +117,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_store_options(nodes)
     nodes.add_argument("--all", action="store_true", help="also nodes whose heartbeat stopped")
     nodes.add_argument("--json", action="store_true", help="one JSON object per line")
+    add_admin_commands(commands)
     return parser
 
 

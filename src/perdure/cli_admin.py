@@ -1,0 +1,339 @@
+"""The admin commands of ``perdure``: ``inspect``, ``workflow status|retry|replay``, ``destroy``.
+
+They work on a running server through its admin API (``/admin/…``, described at
+``/admin/openapi.json``), found at ``--url`` (``$PERDURE_URL``, default
+``http://127.0.0.1:6420``). A server started with ``--admin-token`` wants that token:
+``--token`` or ``$PERDURE_ADMIN_TOKEN`` (the variable the server reads too), sent as
+``Authorization: Bearer``. Without a token the server answers only its own host.
+
+An actor is named by its name and its key: ``perdure inspect counter main`` is the actor
+``counter`` with key ``["main"]``; a key of several parts is given part by part
+(``perdure inspect chat eu room-7`` is ``["eu", "room-7"]``), and no part at all names the
+actor with the empty key. The name and key are resolved to the actor's id with the
+management API (``GET /actors?name=&key=``) first.
+
+Exit status: 0 done; 1 the server refused (``perdure: error: MESSAGE (group.code)`` on
+stderr), could not be reached, or the user declined; 2 a usage error.
+
+This module is the HTTP client side only (httpx and :mod:`perdure.keys`): it imports no
+engine module, and import-linter's "Clients load no engine module" contract holds it to
+that. Everything it knows of the server is what the admin API answers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from perdure import __version__
+from perdure.cli_admin_report import actor_label, inspect_report, workflow_lines, workflow_summary
+from perdure.errors import PerdureError
+from perdure.keys import Key, normalize_key, serialize_key
+
+__all__ = ["ADMIN_COMMANDS", "DEFAULT_URL", "add_admin_commands", "run_admin_command"]
+
+DEFAULT_URL = "http://127.0.0.1:6420"
+ADMIN_COMMANDS = frozenset({"inspect", "workflow", "destroy"})
+
+Subparsers = argparse._SubParsersAction  # the type add_subparsers returns
+Json = Any
+
+
+class AdminCliError(Exception):
+    """A failure to report on stderr: ``perdure: error: MESSAGE``, then an optional hint."""
+
+    def __init__(self, message: str, *, hint: str | None = None, status: int = 1) -> None:
+        super().__init__(message)
+        self.hint = hint
+        self.status = status
+
+
+# ------------------------------------------------------------------------- parser
+
+
+def add_admin_commands(commands: Subparsers[argparse.ArgumentParser]) -> None:
+    """Add ``inspect``, ``workflow`` and ``destroy`` to the ``perdure`` parser."""
+    common = _common_options()
+    inspect = commands.add_parser(
+        "inspect",
+        parents=[common],
+        help="show an actor on a running server: state, queue, schedules, workflow",
+        description="Show one actor of a running server (docs/cli.md).",
+    )
+    _add_actor_arguments(inspect)
+    inspect.add_argument("--json", action="store_true", help="print the admin API's answer")
+    inspect.set_defaults(admin_run=_inspect)
+
+    workflow = commands.add_parser(
+        "workflow", help="a workflow actor's status; retry or replay it on a running server"
+    )
+    actions = workflow.add_subparsers(dest="workflow_command", metavar="ACTION", required=True)
+    for name, run, text in (
+        ("status", _workflow_status, "the workflow's status and history"),
+        ("retry", _workflow_retry, "run a failed workflow again (failed steps get new attempts)"),
+        ("replay", _workflow_replay, "forget the history from a step on and run from there"),
+    ):
+        description = f"{text[0].upper()}{text[1:]}."
+        sub = actions.add_parser(name, parents=[common], help=text, description=description)
+        _add_actor_arguments(sub)
+        if name == "replay":
+            sub.add_argument(
+                "--from",
+                dest="step",
+                required=True,
+                metavar="STEP",
+                help="the location of the step to rerun from, as `workflow status` lists it",
+            )
+        sub.add_argument("--json", action="store_true", help="print the admin API's answer")
+        sub.set_defaults(admin_run=run)
+
+    destroy = commands.add_parser(
+        "destroy",
+        parents=[common],
+        help="destroy an actor on a running server (on_destroy runs, its data is deleted)",
+    )
+    _add_actor_arguments(destroy)
+    destroy.add_argument(
+        "--yes", "-y", action="store_true", help="do not ask (needed when stdin is no terminal)"
+    )
+    destroy.set_defaults(admin_run=_destroy)
+
+
+def _common_options() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    group = common.add_argument_group("server")
+    group.add_argument(
+        "--url",
+        default=os.environ.get("PERDURE_URL") or DEFAULT_URL,
+        help=f"the server (env PERDURE_URL; default {DEFAULT_URL})",
+    )
+    group.add_argument(
+        "--token",
+        default=os.environ.get("PERDURE_ADMIN_TOKEN") or None,
+        help="the server's admin token (env PERDURE_ADMIN_TOKEN); needed when the server "
+        "has --admin-token",
+    )
+    group.add_argument(
+        "--timeout", type=float, default=30.0, help="seconds to wait for an answer (default 30)"
+    )
+    return common
+
+
+def _add_actor_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("name", metavar="NAME", help="the actor's name")
+    parser.add_argument(
+        "key",
+        metavar="KEY",
+        nargs="*",
+        help="the actor's key, one argument per part (none: the empty key)",
+    )
+
+
+# ----------------------------------------------------------------------- dispatch
+
+
+def run_admin_command(args: argparse.Namespace) -> int:
+    """Run the admin command ``args`` names; print what failed; return the exit status."""
+    run: Callable[[AdminApi, argparse.Namespace], int] = args.admin_run
+    try:
+        with AdminApi(args.url, args.token, args.timeout) as api:
+            return run(api, args)
+    except AdminCliError as exc:
+        print(f"perdure: error: {exc}", file=sys.stderr)
+        if exc.hint:
+            print(f"perdure: {exc.hint}", file=sys.stderr)
+        return exc.status
+
+
+class AdminApi:
+    """The admin API of one server, over one HTTP connection pool."""
+
+    def __init__(self, url: str, token: str | None, timeout: float) -> None:
+        if not url.startswith(("http://", "https://")):
+            raise AdminCliError(f"--url must be an http:// or https:// URL, got {url!r}", status=2)
+        self.url = url.rstrip("/")
+        self.timeout = timeout
+        headers = {"user-agent": f"perdure-cli/{__version__}"}
+        if token:
+            headers["authorization"] = f"Bearer {token}"
+        self._http = httpx.Client(base_url=self.url, headers=headers, timeout=timeout)
+
+    def __enter__(self) -> AdminApi:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._http.close()
+
+    def call(self, method: str, path: str, **options: Any) -> Json:
+        """Send one request (httpx ``params=``, ``json=``); the decoded JSON answer."""
+        try:
+            response = self._http.request(method, path, **options)
+        except (httpx.ConnectError, httpx.ConnectTimeout):
+            raise AdminCliError(f"no server answers at {self.url}") from None
+        except httpx.TimeoutException:
+            raise AdminCliError(
+                f"the server at {self.url} did not answer within {self.timeout:g} s",
+                hint="a longer --timeout waits longer",
+            ) from None
+        except httpx.HTTPError as exc:
+            raise AdminCliError(f"cannot talk to the server at {self.url}: {exc}") from None
+        if not response.is_success:
+            raise _refusal(response, f"{method} {path}")
+        try:
+            return response.json()
+        except ValueError:
+            raise AdminCliError(
+                f"the server at {self.url} answered {method} {path} with something not JSON"
+            ) from None
+
+
+def _refusal(response: httpx.Response, request: str) -> AdminCliError:
+    """The error a non-2xx answer reports: perdure's error body, or the bare status."""
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    if not (isinstance(body, dict) and {"group", "code", "message"} <= body.keys()):
+        return AdminCliError(
+            f"the server answered HTTP {response.status_code} to {request}",
+            hint="is it a perdure server with the admin API on (not --no-admin)?"
+            if response.status_code == 404
+            else None,
+        )
+    message = f"{body['message']} ({body['group']}.{body['code']})"
+    return AdminCliError(message, hint=_access_hint(response.status_code, str(body["message"])))
+
+
+def _access_hint(status: int, message: str) -> str | None:
+    if status == 401:
+        return "pass the server's admin token with --token TOKEN (or PERDURE_ADMIN_TOKEN)"
+    if status == 403 and "--no-admin" not in message:
+        return (
+            "without an admin token the server answers only its own host: run this command "
+            "there, or start the server with --admin-token and pass it here with --token"
+        )
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class Actor:
+    """An actor resolved from its name and key."""
+
+    actor_id: str
+    name: str
+    key: Key
+
+    @property
+    def label(self) -> str:
+        """``name [key]``, the key in its serialised form."""
+        return actor_label(self.name, self.key)
+
+
+def _resolve(api: AdminApi, args: argparse.Namespace) -> Actor:
+    """The actor ``NAME KEY…`` names, by the management API; ``actor.not_found`` if none."""
+    try:
+        key = normalize_key(list(args.key))
+    except PerdureError as exc:
+        raise AdminCliError(f"bad key: {exc}", status=2) from None
+    answer = api.call("GET", "/actors", params={"name": args.name, "key": serialize_key(key)})
+    actors = answer.get("actors") if isinstance(answer, dict) else None
+    if not actors:
+        raise AdminCliError(
+            f"no actor {actor_label(args.name, key)} on the server at {api.url} (actor.not_found)"
+        )
+    return Actor(str(actors[0]["actor_id"]), args.name, key)
+
+
+def _print_json(value: Json) -> None:
+    print(json.dumps(value, indent=2, ensure_ascii=False))
+
+
+# ----------------------------------------------------------------------- commands
+
+
+def _inspect(api: AdminApi, args: argparse.Namespace) -> int:
+    return _show(api, args, lambda actor, detail: detail, inspect_report)
+
+
+def _workflow_status(api: AdminApi, args: argparse.Namespace) -> int:
+    return _show(api, args, _workflow_of, workflow_lines)
+
+
+def _workflow_of(actor: Actor, detail: Json) -> Json:
+    flow = detail.get("workflow")
+    if flow is None:
+        raise AdminCliError(f"{actor.label} is not a workflow actor")
+    return flow
+
+
+def _show(
+    api: AdminApi,
+    args: argparse.Namespace,
+    pick: Callable[[Actor, Json], Json],
+    render: Callable[..., list[str]],
+) -> int:
+    """Print the part ``pick`` takes of the actor's detail: raw (``--json``) or rendered."""
+    actor = _resolve(api, args)
+    value = pick(actor, api.call("GET", f"/admin/actors/{actor.actor_id}"))
+    if args.json:
+        _print_json(value)
+    else:
+        print("\n".join(render(value, now_ms=time.time() * 1000)))
+    return 0
+
+
+def _workflow_retry(api: AdminApi, args: argparse.Namespace) -> int:
+    actor = _resolve(api, args)
+    answer = api.call("POST", f"/admin/actors/{actor.actor_id}/workflow/retry")
+    return _print_outcome(answer, args, f"retried the workflow of {actor.label}")
+
+
+def _workflow_replay(api: AdminApi, args: argparse.Namespace) -> int:
+    actor = _resolve(api, args)
+    path = f"/admin/actors/{actor.actor_id}/workflow/replay"
+    answer = api.call("POST", path, json={"from": args.step})
+    return _print_outcome(answer, args, f"replayed the workflow of {actor.label} from {args.step}")
+
+
+def _print_outcome(answer: Json, args: argparse.Namespace, done: str) -> int:
+    if args.json:
+        _print_json(answer)
+        return 0
+    flow = answer.get("workflow") if isinstance(answer, dict) else None
+    print(done)
+    if isinstance(flow, dict):
+        print("\n".join(workflow_summary(flow)))
+    return 0
+
+
+def _destroy(api: AdminApi, args: argparse.Namespace) -> int:
+    actor = _resolve(api, args)
+    if not args.yes:
+        if not sys.stdin.isatty():
+            raise AdminCliError(
+                f"not destroying {actor.label} without --yes (stdin is not a terminal to ask on)",
+                status=2,
+            )
+        if not _confirm(f"Destroy {actor.label} (id {actor.actor_id}) and delete its data?"):
+            print("not destroyed", file=sys.stderr)
+            return 1
+    api.call("DELETE", f"/admin/actors/{actor.actor_id}")
+    print(f"destroyed {actor.label} (id {actor.actor_id})")
+    return 0
+
+
+def _confirm(question: str) -> bool:
+    try:
+        answer = input(f"{question} [y/N] ")
+    except (EOFError, KeyboardInterrupt):
+        print(file=sys.stderr)
+        return False
+    return answer.strip().lower() in ("y", "yes")
