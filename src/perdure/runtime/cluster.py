@@ -37,7 +37,7 @@ from perdure.errors import PerdureError
 
 if TYPE_CHECKING:
     from perdure.runtime.connections import Transport
-    from perdure.runtime.dispatch import ActorIdentity, Operation
+    from perdure.runtime.dispatch import ActorIdentity, Forwardable
     from perdure.store.base import ActorRecord, Lease, Store
 
 __all__ = [
@@ -100,7 +100,7 @@ class PeerLink(Protocol):
     """How the runtime reaches other nodes (implemented by the server layer)."""
 
     async def perform(
-        self, node: PeerNode, actor_id: str, operation: Operation | str, params: Any
+        self, node: PeerNode, actor_id: str, operation: Forwardable, params: Any
     ) -> tuple[Any, ActorIdentity]:
         """Perform ``operation`` on the actor at ``node``; the result and who answered.
 

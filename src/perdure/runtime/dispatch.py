@@ -47,8 +47,10 @@ __all__ = [
     "ActorIdentity",
     "ActorRef",
     "ActorSummary",
+    "Administer",
     "CallAction",
     "ConnectionRef",
+    "Forwardable",
     "Operation",
     "ResolveMethod",
     "SendMessage",
@@ -109,6 +111,20 @@ class SendMessage:
 
 
 Operation = CallAction | SendMessage
+
+
+@dataclass(frozen=True, slots=True)
+class Administer:
+    """An operator's operation on a live actor (the admin API): ``retry`` or ``replay``
+    (from ``argument``, a history location) its workflow, or ``unschedule`` (the
+    schedule id ``argument``). See :mod:`perdure.runtime.repair`."""
+
+    kind: Literal["retry", "replay", "unschedule"]
+    argument: str | None = None
+
+
+# What a ref routes to the actor's node: an operation, or a named one (below).
+Forwardable = Operation | Administer | str
 
 # The operations a node forwards besides actions and messages (see ActorRef).
 STATUS = "$status"
@@ -260,7 +276,7 @@ class ActorRef:
         self._forwarded = forwarded
 
     async def _route(
-        self, operation: Operation | str, params: Any = NO_CONNECTION
+        self, operation: Forwardable, params: Any = NO_CONNECTION
     ) -> tuple[ActorInstance | None, Any]:
         """``(instance, None)`` to serve here, or ``(None, result)`` from the node that
         owns the actor."""
@@ -346,6 +362,19 @@ class ActorRef:
             status: dict[str, Any] = result
             return status
         return instance.workflow_status()
+
+    async def administer(self, operation: Administer) -> Any:
+        """Repair the actor's workflow or cancel one of its schedules (waking it): the
+        workflow's status after a repair, ``None`` after a cancel."""
+        instance, result = await self._route(operation)
+        if instance is None:
+            return result
+        from perdure.runtime.repair import cancel_schedule, repair_workflow
+
+        if operation.kind == "unschedule":
+            await cancel_schedule(instance, operation.argument or "")
+            return None
+        return await repair_workflow(instance, operation.kind, operation.argument)
 
     async def destroy(self) -> None:
         """Destroy the actor (``on_destroy`` runs, its data is deleted) and wait."""

@@ -93,7 +93,16 @@ class ActorInstance:
         self.conns: dict[str, Connection] = {}
         self.status: Status = "starting"
         self.abort = AbortSignal()
-        self.log = logging.LoggerAdapter(_log, {"actor": f"{self.name}/{self.actor_id}"})
+        # actor_*: the fields of a JSON log line (perdure.observe.logs).
+        self.log = logging.LoggerAdapter(
+            _log,
+            {
+                "actor": self.label,
+                "actor_name": self.name,
+                "actor_key": self.key,
+                "actor_id": self.actor_id,
+            },
+        )
         self.context = ActorContext(self)
         self.tasks = TaskOwner(f"actor {self.name}/{self.actor_id}")
         self.stopped = asyncio.get_running_loop().create_future()
@@ -259,6 +268,38 @@ class ActorInstance:
         else:
             coro = self._run(run)
         self._run_task = self.tasks.spawn(coro, name=f"run {self.actor_id}")
+
+    async def park_workflow(self, patience: float) -> bool:
+        """Stop the workflow's run so its history can be repaired; True if it was running.
+
+        A run that is waiting (a sleep, a queue wait, a retry's backoff) is stopped at
+        once: like a crash there, nothing is lost. A run executing a step is given
+        ``patience`` seconds to finish it or start waiting (``workflow.busy`` after).
+        """
+        from perdure.workflows.repair import RepairRefused
+
+        task = self._run_task
+        if task is None or task.done():
+            return False
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + patience
+        while not task.done() and not self.activity.run_sleep_ok:
+            if loop.time() >= deadline:
+                raise RepairRefused(
+                    "The workflow is running a step; try again once it waits or has finished.",
+                    code="busy",
+                )
+            await asyncio.wait([task], timeout=0.01)
+        if task.done():
+            return False
+        task.cancel()
+        await asyncio.wait([task])
+        return True
+
+    def restart_run(self) -> None:
+        """Start the run handler again (after a workflow repair)."""
+        self._check_running()
+        self._start_run()
 
     async def _run_workflow(self, runner: WorkflowRunner) -> None:
         try:

@@ -31,7 +31,7 @@ from perdure.store.errors import ActorOwnedElsewhere
 if TYPE_CHECKING:
     from perdure.runtime.cluster import ClusterMember, PeerLink, RemoteConnection
     from perdure.runtime.connections import Transport
-    from perdure.runtime.dispatch import ActorIdentity, Operation
+    from perdure.runtime.dispatch import ActorIdentity, Forwardable
     from perdure.runtime.instance import ActorInstance
     from perdure.runtime.runtime import ActorRuntime
 
@@ -96,7 +96,7 @@ class Placement:
                 await asyncio.sleep(_RETRY_PAUSE)
 
     async def perform(
-        self, actor_id: str, operation: Operation | str, params: Any, *, forwarded: bool
+        self, actor_id: str, operation: Forwardable, params: Any, *, forwarded: bool
     ) -> tuple[ActorInstance | None, Any, ActorIdentity | None]:
         """Serve or forward: ``(instance, None, None)`` when the caller should run the
         operation on that local instance, else ``(None, result, identity)`` from the
@@ -125,7 +125,7 @@ class Placement:
                 await asyncio.sleep(_RETRY_PAUSE / 5)
 
     async def _forward(
-        self, node: PeerNode, actor_id: str, operation: Operation | str, params: Any
+        self, node: PeerNode, actor_id: str, operation: Forwardable, params: Any
     ) -> tuple[Any, ActorIdentity]:
         """Forward to ``node``, giving up if it leaves the directory meanwhile (killed or
         paused: its heartbeat expired) instead of waiting out the HTTP timeout. Whether

@@ -173,6 +173,15 @@ class ActorQueue:
         if message_id in self._messages:
             self._held.add(message_id)
 
+    def restore(self, record: QueueMessageRecord) -> None:
+        """Put a message taken earlier back in the queue under its own id (a workflow
+        replayed from before the receive that took it); durable with the next flush."""
+        if record.id in self._messages:
+            return  # still here (a completable message not yet completed)
+        self._messages[record.id] = record
+        self._instance.commits.put_message(record, self._next_id)
+        self._wake_waiters(record.name)
+
     def forget(self, message_id: int) -> None:
         """Drop a message from memory (it was consumed by a committed history entry)."""
         self._messages.pop(message_id, None)

@@ -24,6 +24,7 @@ from perdure.runtime.alarms import AlarmScheduler
 from perdure.runtime.clock import Clock, SystemClock
 from perdure.runtime.cluster import ClusterMember, NodeConfig
 from perdure.runtime.dispatch import ActorDispatch, ResolveMethod
+from perdure.runtime.feed import ActorFeed
 from perdure.runtime.instance import ActorInstance, StopReason
 from perdure.runtime.local import LocalClient
 from perdure.runtime.placement import Placement
@@ -73,6 +74,8 @@ class ActorRuntime:
         # perdure.telemetry. Empty until someone watches.
         self.observers = Observers()
         store.observer = self.observers
+        # The inspector's live feed; it observes only while a feed is open.
+        self.feed = ActorFeed(self)
         self.cluster: ClusterMember | None = None
         self.placement: Placement | None = None
         if node is not None:

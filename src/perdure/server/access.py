@@ -55,8 +55,9 @@ class AdminAccess:
         """Raise :class:`AdminDenied` unless ``connection`` may use the admin surface."""
         if not self.enabled:
             raise AdminDenied("The admin surface is turned off on this server (--no-admin).")
+        _check_same_origin(connection)
         if self.token is None:
-            if _is_loopback(connection):
+            if _is_loopback(connection) and _names_loopback(connection):
                 return
             raise AdminDenied(
                 "The admin surface answers only on loopback unless the server has an admin "
@@ -87,6 +88,37 @@ class AdminAccess:
         if scheme.lower() == "bearer" and value.strip():
             return value.strip()
         return connection.cookies.get(ADMIN_COOKIE) or None
+
+
+def _check_same_origin(connection: HTTPConnection) -> None:
+    """Refuse a request a browser made for another site's page (cross-site request
+    forgery against the operator's browser): its ``Origin`` names another host, or
+    ``Sec-Fetch-Site`` says it is cross-site."""
+    fetch_site = connection.headers.get("sec-fetch-site")
+    if fetch_site is not None and fetch_site not in ("same-origin", "none"):
+        raise AdminDenied("The admin surface refuses requests made by other sites' pages.")
+    origin = connection.headers.get("origin")
+    if origin is not None and origin != "null":
+        host = connection.headers.get("host", "")
+        if origin.partition("://")[2].rstrip("/") != host:
+            raise AdminDenied("The admin surface refuses requests made by other sites' pages.")
+
+
+def _names_loopback(connection: HTTPConnection) -> bool:
+    """The ``Host`` the client asked for is a loopback name: without a token, this keeps
+    a hostile page from reaching the admin surface through a DNS name that it points at
+    127.0.0.1 (DNS rebinding)."""
+    host = connection.headers.get("host", "")
+    if host.startswith("["):
+        name = host[1 : host.find("]")] if "]" in host else host
+    else:
+        name = host.rpartition(":")[0] if host.count(":") == 1 else host
+    if name in ("localhost", "") or name.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
 
 
 def _is_loopback(connection: HTTPConnection) -> bool:

@@ -11,6 +11,7 @@ Routes:
   only for ``clientEndpoint`` (absent here, so it keeps the endpoint it was given) and
   logs ``runtime`` and ``version``;
 - ``GET /health`` — ``{"status": "ok", …}`` once the runtime is started;
+- ``/admin/…`` — the admin API (:mod:`perdure.server.admin`), for operators;
 - ``POST /.perdure/forward`` — on a cluster node only: operations other nodes forward to
   the owner of an actor (:mod:`perdure.server.peers`). ``/metadata`` and ``/health`` then
   name the answering node (``"node": {"id", "address"}``).
@@ -37,6 +38,7 @@ from perdure.errors import PerdureError
 from perdure.runtime.runtime import ActorRuntime
 from perdure.server._errors import MethodNotAllowed, RouteNotFound, error_body, header_text
 from perdure.server.access import AdminAccess
+from perdure.server.admin import admin_routes
 from perdure.server.gateway import Gateway
 from perdure.server.management import json_response, management_routes
 from perdure.server.peers import FORWARD_PATH, ForwardEndpoint, HttpPeers
@@ -89,6 +91,7 @@ def create_app(runtime: ActorRuntime, *, admin: AdminAccess | None = None) -> St
         Route("/health", health, methods=["GET"]),
         Route("/metadata", metadata, methods=["GET"]),
         *management_routes(runtime),
+        *admin_routes(runtime, admin),
     ]
     if cluster is not None:
         routes.append(Route(FORWARD_PATH, ForwardEndpoint(runtime, cluster.config.secret)))

@@ -43,6 +43,10 @@ class DrainingServer(uvicorn.Server):
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         loop = self._loop
+        if loop is not None:
+            # Open inspector feeds never end by themselves: end them, or uvicorn would
+            # wait out its graceful-shutdown timeout for them.
+            loop.call_soon_threadsafe(self.runtime.feed.close_all)
         if self._drain_started or self.runtime.cluster is None or loop is None:
             super().handle_exit(sig, frame)
             return

@@ -35,7 +35,7 @@ from perdure.server._asgi import read_body
 from perdure.server._errors import error_body, header_text, public_error
 from perdure.server.target import check_actor_name, decode_input
 
-__all__ = ["actor_object", "json_response", "management_routes"]
+__all__ = ["actor_object", "json_errors", "json_response", "management_routes"]
 
 Endpoint = Callable[[Request], Awaitable[Response]]
 _MAX_PAGE = 1000
@@ -67,7 +67,7 @@ def actor_object(record: ActorSummary) -> dict[str, Any]:
     }
 
 
-def _json_errors(endpoint: Endpoint) -> Endpoint:
+def json_errors(endpoint: Endpoint) -> Endpoint:
     """Answer any failure with the JSON error body and ``x-rivet-error``."""
 
     async def wrapped(request: Request) -> Response:
@@ -188,9 +188,9 @@ def management_routes(runtime: ActorRuntime) -> list[Route]:
     """The ``/actors`` routes for ``runtime``."""
     api = _Management(runtime)
     return [
-        Route("/actors", _json_errors(api.list_actors), methods=["GET"]),
-        Route("/actors", _json_errors(api.get_or_create), methods=["PUT"]),
-        Route("/actors", _json_errors(api.create), methods=["POST"]),
-        Route("/actors/names", _json_errors(api.names), methods=["GET"]),
-        Route("/actors/{actor_id}", _json_errors(api.destroy), methods=["DELETE"]),
+        Route("/actors", json_errors(api.list_actors), methods=["GET"]),
+        Route("/actors", json_errors(api.get_or_create), methods=["PUT"]),
+        Route("/actors", json_errors(api.create), methods=["POST"]),
+        Route("/actors/names", json_errors(api.names), methods=["GET"]),
+        Route("/actors/{actor_id}", json_errors(api.destroy), methods=["DELETE"]),
     ]

@@ -41,8 +41,9 @@ from perdure.runtime.dispatch import (
     NO_CONNECTION,
     ActorIdentity,
     ActorRef,
+    Administer,
     CallAction,
-    Operation,
+    Forwardable,
     SendMessage,
 )
 from perdure.runtime.queue import QueueSendResult
@@ -96,7 +97,7 @@ class HttpPeers:
         )
 
     async def perform(
-        self, node: PeerNode, actor_id: str, operation: Operation | str, params: Any
+        self, node: PeerNode, actor_id: str, operation: Forwardable, params: Any
     ) -> tuple[Any, ActorIdentity]:
         body = cbor2.dumps(_request(actor_id, operation, params))
         timeout = _READ_TIMEOUT
@@ -222,7 +223,7 @@ class PeerConnection:
             await self._client.close()
 
 
-def _request(actor_id: str, operation: Operation | str, params: Any) -> dict[str, Any]:
+def _request(actor_id: str, operation: Forwardable, params: Any) -> dict[str, Any]:
     request: dict[str, Any] = {"actor": actor_id}
     if isinstance(operation, CallAction):
         request.update(op="call", action=operation.action, args=operation.args)
@@ -235,6 +236,8 @@ def _request(actor_id: str, operation: Operation | str, params: Any) -> dict[str
             timeout=operation.timeout,
             validated=operation.validated,
         )
+    elif isinstance(operation, Administer):
+        request.update(op="admin", kind=operation.kind, argument=operation.argument)
     else:
         request["op"] = operation
     if params is not NO_CONNECTION:
@@ -242,7 +245,7 @@ def _request(actor_id: str, operation: Operation | str, params: Any) -> dict[str
     return request
 
 
-def _answer(status: int, content: bytes, operation: Operation | str) -> tuple[Any, ActorIdentity]:
+def _answer(status: int, content: bytes, operation: Forwardable) -> tuple[Any, ActorIdentity]:
     try:
         answer = cbor2.loads(content)
     except Exception:
@@ -342,6 +345,11 @@ async def _serve(ref: ActorRef, request: dict[str, Any]) -> Any:
         )
         result: QueueSendResult = await ref.perform(message, params=params)
         return result.to_dict()
+    if op == "admin":
+        kind = request.get("kind")
+        if kind not in ("retry", "replay", "unschedule"):
+            raise InvalidRequest(f"Unknown forwarded admin operation `{kind}`.")
+        return await ref.administer(Administer(kind, request.get("argument")))
     if op == "$status":
         return await ref.workflow_status()
     if op == "$destroy":

@@ -25,7 +25,14 @@ from perdure.workflows.runner_support import RollbackRegistry
 if TYPE_CHECKING:
     from perdure.workflows.engine import WorkflowRunner
 
-__all__ = ["META_LOCATION", "RunnerCore", "maybe_await", "message_names"]
+__all__ = [
+    "META_LOCATION",
+    "RunnerCore",
+    "decode_history",
+    "encode_meta",
+    "maybe_await",
+    "message_names",
+]
 
 META_LOCATION = "~meta"
 Events = list[tuple[str, tuple[Any, ...]]]
@@ -52,11 +59,10 @@ class RunnerCore:
 
     async def load(self) -> None:
         """Read the stored history and status; hold the messages still to complete."""
-        raw = await self.host.load_history()
-        meta = raw.pop(META_LOCATION, None)
+        meta, entries = decode_history(await self.host.load_history())
         if meta is not None:
-            self.meta = decode_value(meta)
-        self.history = History({loc: Entry.from_record(decode_value(b)) for loc, b in raw.items()})
+            self.meta = meta
+        self.history = History(entries)
         queue = self.host.queue()
         if queue is not None:
             for entry in self.history.entries.values():
@@ -68,9 +74,7 @@ class RunnerCore:
     def set_meta(self, **fields: Any) -> None:
         """Update the workflow's status record (staged with the next commit)."""
         self.meta.update(fields)
-        self.host.write_history(
-            {META_LOCATION: encode_value(self.meta, what="workflow status")}, ()
-        )
+        self.host.write_history({META_LOCATION: encode_meta(self.meta)}, ())
         if "status" in fields:
             self.host.observer.workflow_status(self.host, fields["status"])
 
@@ -194,6 +198,23 @@ class RunnerCore:
     def check_complete(self, scope: str) -> None:
         """Every recorded entry of ``scope`` was visited (raises Divergence otherwise)."""
         self.history.check_complete(scope)
+
+
+def decode_history(raw: dict[str, bytes]) -> tuple[dict[str, Any] | None, dict[str, Entry]]:
+    """Stored history (encoded entries by location) as ``(status record, entries)``."""
+    encoded_meta = raw.get(META_LOCATION)
+    meta = None if encoded_meta is None else decode_value(encoded_meta)
+    entries = {
+        location: Entry.from_record(decode_value(data))
+        for location, data in raw.items()
+        if location != META_LOCATION
+    }
+    return meta, entries
+
+
+def encode_meta(meta: dict[str, Any]) -> bytes:
+    """The stored form of a workflow's status record."""
+    return encode_value(meta, what="workflow status")
 
 
 def message_names(names: Iterable[str] | str | None) -> frozenset[str] | None:

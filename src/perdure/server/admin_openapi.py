@@ -1,0 +1,334 @@
+"""The OpenAPI 3.1 description of the admin API (served at ``/admin/openapi.json``)."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from perdure import __version__
+
+__all__ = ["openapi_document"]
+
+_ANY: dict[str, Any] = {"description": "Any value, in the RivetKit protocol's JSON form."}
+_MS = {"type": "integer", "description": "Milliseconds since the Unix epoch."}
+_MS_OR_NULL = {"type": ["integer", "null"], "description": "Milliseconds since the Unix epoch."}
+_STRINGS = {"type": "array", "items": {"type": "string"}}
+
+
+def _ref(name: str) -> dict[str, str]:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _object(properties: dict[str, Any], *, required: bool = True) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "object", "properties": properties}
+    if required:
+        schema["required"] = list(properties)
+    return schema
+
+
+_SCHEMAS: dict[str, Any] = {
+    "Error": _object(
+        {
+            "group": {"type": "string"},
+            "code": {"type": "string"},
+            "message": {"type": "string"},
+            "metadata": _ANY,
+        }
+    ),
+    "ActorType": _object(
+        {
+            "name": {"type": "string"},
+            "kind": {"enum": ["actor", "workflow"]},
+            "actors": {"type": "integer", "description": "Stored actors of this type."},
+            "awake": {"type": "integer", "description": "Awake on the answering node."},
+            "actions": _STRINGS,
+            "queues": _STRINGS,
+            "events": _STRINGS,
+        }
+    ),
+    "ActorRow": _object(
+        {
+            "actor_id": {"type": "string"},
+            "name": {"type": "string"},
+            "key": _STRINGS,
+            "created_at": _MS,
+            "awake": {"type": "boolean"},
+            "wake_at": _MS_OR_NULL,
+        }
+    ),
+    "Connection": _object(
+        {"id": {"type": "string"}, "params": _ANY, "state": _ANY, "subscriptions": _STRINGS}
+    ),
+    "QueueMessage": _object(
+        {
+            "id": {"type": "integer"},
+            "name": {"type": "string"},
+            "body": _ANY,
+            "created_at": _MS,
+            "held": {
+                "type": "boolean",
+                "description": "Received by the workflow as completable, not completed yet.",
+            },
+        }
+    ),
+    "Fire": _object(
+        {
+            "seq": {"type": "integer"},
+            "scheduled_at": _MS,
+            "fired_at": _MS,
+            "finished_at": _MS_OR_NULL,
+            "result": {"enum": ["running", "ok", "error", "skipped"]},
+            "error": _ANY,
+        }
+    ),
+    "Schedule": _object(
+        {
+            "id": {"type": "string"},
+            "kind": {"enum": ["at", "cron", "every"]},
+            "name": {"type": ["string", "null"]},
+            "action": {"type": "string"},
+            "args": _ANY,
+            "run_at": _MS,
+            "created_at": _MS,
+            "expression": {"type": ["string", "null"]},
+            "timezone": {"type": ["string", "null"]},
+            "interval_ms": {"type": ["integer", "null"]},
+            "max_history": {"type": "integer"},
+            "last_run_at": _MS_OR_NULL,
+            "history": {"type": "array", "items": _ref("Fire")},
+        }
+    ),
+    "HistoryEntry": _object(
+        {
+            "location": {"type": "string", "description": "e.g. `jobs/~3/apply`"},
+            "name": {"type": "string"},
+            "kind": {
+                "enum": [
+                    "step",
+                    "loop",
+                    "sleep",
+                    "message",
+                    "join",
+                    "race",
+                    "try",
+                    "removed",
+                    "version_check",
+                    "rollback_checkpoint",
+                ]
+            },
+            "status": {"type": "string"},
+            "seq": {"type": "integer", "description": "Order in which entries were recorded."},
+            "depth": {"type": "integer"},
+            "iteration": {"type": ["integer", "null"]},
+            "attempts": {"type": ["integer", "null"]},
+            "error": _ANY,
+            "errors": {"type": "array", "description": "Errors before the last retry."},
+            "output": _ANY,
+            "retry_at": _MS_OR_NULL,
+            "deadline": _MS_OR_NULL,
+        },
+        required=False,
+    ),
+    "WorkflowStatus": _object(
+        {
+            "status": {"enum": ["pending", "running", "completed", "failed"]},
+            "error": _ANY,
+            "output": _ANY,
+        }
+    ),
+    "Workflow": {
+        "allOf": [
+            _ref("WorkflowStatus"),
+            _object({"history": {"type": "array", "items": _ref("HistoryEntry")}}),
+        ]
+    },
+    "ActorDetails": _object(
+        {
+            "actor": _ref("ActorRow"),
+            "state": _ANY,
+            "connections": {"type": "array", "items": _ref("Connection")},
+            "queue": {"type": "array", "items": _ref("QueueMessage")},
+            "schedules": {"type": "array", "items": _ref("Schedule")},
+            "workflow": {"oneOf": [_ref("Workflow"), {"type": "null"}]},
+        }
+    ),
+}
+
+
+def _json(schema: dict[str, Any], description: str = "OK") -> dict[str, Any]:
+    return {"description": description, "content": {"application/json": {"schema": schema}}}
+
+
+def _body(schema: dict[str, Any]) -> dict[str, Any]:
+    return {"required": False, "content": {"application/json": {"schema": schema}}}
+
+
+_ERRORS = {
+    "400": _json(_ref("Error"), "Bad input (nothing was changed)."),
+    "401": _json(_ref("Error"), "No valid admin token (`admin.unauthorized`)."),
+    "403": _json(_ref("Error"), "Not allowed from this address (`admin.forbidden`)."),
+    "404": _json(_ref("Error"), "No such actor, action, queue, step or schedule."),
+}
+_CONFLICT = {"409": _json(_ref("Error"), "The workflow cannot be repaired that way now.")}
+_ACTOR_ID = {"name": "actor_id", "in": "path", "required": True, "schema": {"type": "string"}}
+
+
+def _operation(
+    summary: str,
+    answer: dict[str, Any],
+    *,
+    parameters: list[dict[str, Any]] | None = None,
+    body: dict[str, Any] | None = None,
+    extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    operation: dict[str, Any] = {
+        "summary": summary,
+        "responses": {"200": answer, **_ERRORS, **(extra or {})},
+    }
+    if parameters:
+        operation["parameters"] = parameters
+    if body is not None:
+        operation["requestBody"] = _body(body)
+    return operation
+
+
+def _query(name: str, description: str, schema: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "name": name,
+        "in": "query",
+        "required": False,
+        "description": description,
+        "schema": schema,
+    }
+
+
+def _paths() -> dict[str, Any]:
+    string = {"type": "string"}
+    status_answer = _json(_object({"workflow": _ref("WorkflowStatus")}))
+    empty = _json({"type": "object"})
+    return {
+        "/admin/overview": {
+            "get": _operation(
+                "The server and its actor types with counts.",
+                _json(
+                    _object(
+                        {
+                            "runtime": string,
+                            "version": string,
+                            "node": {"type": ["object", "null"]},
+                            "types": {"type": "array", "items": _ref("ActorType")},
+                        }
+                    )
+                ),
+            )
+        },
+        "/admin/actors": {
+            "get": _operation(
+                "Search actors by type, key or id substring, awake or asleep.",
+                _json(
+                    _object(
+                        {
+                            "actors": {"type": "array", "items": _ref("ActorRow")},
+                            "cursor": {"type": ["string", "null"]},
+                        }
+                    )
+                ),
+                parameters=[
+                    _query("name", "Only actors of this type.", string),
+                    _query("q", "Substring of the key (parts joined by `/`) or id.", string),
+                    _query("status", "all, awake or asleep.", {"enum": ["all", "awake", "asleep"]}),
+                    _query("limit", "At most this many (1-500, default 50).", {"type": "integer"}),
+                    _query("cursor", "Continue after this point (from the last answer).", string),
+                ],
+            )
+        },
+        "/admin/actors/{actor_id}": {
+            "parameters": [_ACTOR_ID],
+            "get": _operation("Everything about one actor.", _json(_ref("ActorDetails"))),
+            "delete": _operation(
+                "Destroy the actor (on_destroy runs, its data is deleted).", empty
+            ),
+        },
+        "/admin/actors/{actor_id}/feed": {
+            "parameters": [_ACTOR_ID],
+            "get": _operation(
+                "Server-Sent Events: `snapshot` (the actor's details), then `state`, "
+                "`workflow`, `event`, `connection`, `lifecycle` changes as they happen; "
+                "`resync` when the reader fell behind (read again and reopen).",
+                {"description": "An event stream.", "content": {"text/event-stream": {}}},
+            ),
+        },
+        "/admin/actors/{actor_id}/actions/{action}": {
+            "parameters": [
+                _ACTOR_ID,
+                {"name": "action", "in": "path", "required": True, "schema": string},
+            ],
+            "post": _operation(
+                "Call an action (waking the actor).",
+                _json(_object({"output": _ANY})),
+                body=_object({"args": {"type": "array"}}, required=False),
+            ),
+        },
+        "/admin/actors/{actor_id}/queues/{queue}": {
+            "parameters": [
+                _ACTOR_ID,
+                {"name": "queue", "in": "path", "required": True, "schema": string},
+            ],
+            "post": _operation(
+                "Send a durable queue message.",
+                _json(_object({"status": {"enum": ["completed", "timedOut"]}, "response": _ANY})),
+                body=_object(
+                    {
+                        "body": _ANY,
+                        "wait": {"type": "boolean"},
+                        "timeout": {"type": ["number", "null"]},
+                    },
+                    required=False,
+                ),
+            ),
+        },
+        "/admin/actors/{actor_id}/workflow/retry": {
+            "parameters": [_ACTOR_ID],
+            "post": _operation(
+                "Retry a failed workflow: its exhausted steps get fresh attempts.",
+                status_answer,
+                extra=_CONFLICT,
+            ),
+        },
+        "/admin/actors/{actor_id}/workflow/replay": {
+            "parameters": [_ACTOR_ID],
+            "post": _operation(
+                "Replay the workflow from a step: that entry and every later one run again.",
+                status_answer,
+                body=_object({"from": {"type": "string", "description": "A history location."}}),
+                extra=_CONFLICT,
+            ),
+        },
+        "/admin/actors/{actor_id}/schedules/{schedule_id}": {
+            "parameters": [
+                _ACTOR_ID,
+                {"name": "schedule_id", "in": "path", "required": True, "schema": string},
+            ],
+            "delete": _operation("Cancel a schedule (one-shot, cron or interval job).", empty),
+        },
+    }
+
+
+@functools.cache
+def openapi_document() -> dict[str, Any]:
+    """The description (built once)."""
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "perdure admin API",
+            "version": __version__,
+            "description": "See inside a running perdure server and repair it. Loopback "
+            "clients only unless the server has an admin token (`Authorization: Bearer`).",
+        },
+        "components": {
+            "schemas": _SCHEMAS,
+            "securitySchemes": {"adminToken": {"type": "http", "scheme": "bearer"}},
+        },
+        "security": [{}, {"adminToken": []}],
+        "paths": _paths(),
+    }

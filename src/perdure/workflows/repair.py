@@ -1,0 +1,157 @@
+"""Repairing a workflow's history: retry a failed workflow, or replay it from a step.
+
+Pure planning over the stored entries (no I/O): the runtime stops the workflow, applies
+the plan in one commit and starts the workflow again, which then replays its history as
+after any restart.
+
+- **Retry** (the workflow ``failed``): every step whose retries were spent
+  (``exhausted``) gets a fresh set of attempts. Its earlier errors stay in the entry
+  (``errors``, oldest first) for the inspector. A workflow that failed on a divergence
+  has nothing to reset: it simply runs again against the (fixed) code.
+- **Replay from a step**: the entry at that location and every entry recorded after it
+  are deleted, so those steps run again. The entries that contain it (a loop, a join
+  branch) stay; a location inside an earlier iteration of a loop, or inside a finished
+  loop, join, race or try, cannot be replayed by itself (its container would return its
+  recorded result without running it): replay the container instead. Messages that the
+  deleted receives had taken go back to the queue, so the replayed receive gets the
+  same message rather than waiting for a new one. The actor's state is not rewound:
+  replayed steps run against the state as it is now.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from perdure.errors import WorkflowError
+from perdure.workflows.history import Entry, parent_scope
+
+__all__ = [
+    "RepairPlan",
+    "RepairRefused",
+    "UnknownLocation",
+    "plan_replay",
+    "plan_retry",
+]
+
+
+class RepairRefused(WorkflowError):
+    """The workflow cannot be repaired that way now (409)."""
+
+    status: ClassVar[int] = 409
+
+
+class UnknownLocation(WorkflowError):
+    """The history holds no entry at the location asked for (404)."""
+
+    default_code: ClassVar[str] = "unknown_step"
+    status: ClassVar[int] = 404
+
+    def __init__(self, location: str) -> None:
+        super().__init__(
+            f"The workflow's history has no entry at `{location}`.",
+            metadata={"location": location},
+        )
+
+
+@dataclass(slots=True)
+class RepairPlan:
+    """What to write: entries to put, locations to delete, messages to requeue (each
+    ``{"id", "name", "body", "at"}`` as a receive recorded it) and the new status."""
+
+    puts: dict[str, Entry] = field(default_factory=dict)
+    deletes: list[str] = field(default_factory=list)
+    requeue: list[dict[str, Any]] = field(default_factory=list)
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+def plan_retry(meta: dict[str, Any], entries: dict[str, Entry]) -> RepairPlan:
+    """Reset the exhausted steps of a failed workflow (``workflow.not_failed`` if it has
+    not failed)."""
+    status = meta.get("status", "pending")
+    if status != "failed":
+        raise RepairRefused(
+            f"The workflow is {status}, not failed: there is nothing to retry.",
+            code="not_failed",
+            metadata={"status": status},
+        )
+    plan = RepairPlan(meta=_restarted(meta))
+    for location, entry in entries.items():
+        if entry.kind == "step" and entry.status == "exhausted":
+            plan.puts[location] = _fresh_attempts(entry)
+    return plan
+
+
+def plan_replay(meta: dict[str, Any], entries: dict[str, Entry], location: str) -> RepairPlan:
+    """Delete the entry at ``location`` and everything recorded after it (see the module
+    docstring for what cannot be replayed)."""
+    target = entries.get(location)
+    if target is None:
+        raise UnknownLocation(location)
+    _check_containers(entries, location)
+    containers = set(_ancestors(location))
+    plan = RepairPlan(meta=_restarted(meta))
+    for other, entry in entries.items():
+        if other in containers or entry.seq < target.seq:
+            continue
+        plan.deletes.append(other)
+        if entry.kind == "message" and entry.status == "completed":
+            plan.requeue.extend(entry.data.get("m", []))
+    plan.deletes.sort(key=lambda loc: entries[loc].seq)
+    return plan
+
+
+def _restarted(meta: dict[str, Any]) -> dict[str, Any]:
+    return {**meta, "status": "running", "error": None, "output": None}
+
+
+def _fresh_attempts(entry: Entry) -> Entry:
+    data = dict(entry.data)
+    errors = list(data.get("errors") or [])
+    if data.get("e") is not None:
+        errors.append({**data["e"], "attempts": data.get("a", 0)})
+    data.update({"a": 0, "errors": errors})
+    for spent in ("e", "fk", "r"):
+        data.pop(spent, None)
+    return Entry(entry.kind, "failed", entry.seq, data)
+
+
+def _ancestors(location: str) -> list[str]:
+    """The entries that contain ``location`` (its loop, join …), innermost first.
+    Iteration scopes (``loop/~3``) are not entries and are skipped."""
+    found = []
+    scope = parent_scope(location)
+    while scope:
+        if not scope.rpartition("/")[2].startswith("~"):
+            found.append(scope)
+        scope = parent_scope(scope)
+    return found
+
+
+def _check_containers(entries: dict[str, Entry], location: str) -> None:
+    """Refuse a location whose containers would not run it again."""
+    scope = parent_scope(location)
+    while scope:
+        head, _, last = scope.rpartition("/")
+        if last.startswith("~"):  # an iteration of the loop at `head`
+            loop = entries.get(head)
+            iteration = last[1:]
+            if loop is None or loop.status == "completed" or str(loop.data.get("i")) != iteration:
+                raise RepairRefused(
+                    f"`{location}` is in an iteration of loop `{head}` that is over: replaying "
+                    f"it alone cannot work. Replay from `{head}` (the whole loop), or from a "
+                    "step of its current iteration.",
+                    code="replay_unsupported",
+                    metadata={"location": location, "container": head},
+                )
+            scope = head
+            continue
+        container = entries.get(scope)
+        if container is not None and container.status == "completed":
+            raise RepairRefused(
+                f"`{location}` is inside `{scope}`, which has finished and would return its "
+                f"recorded result without running it again. Replay from `{scope}` instead.",
+                code="replay_unsupported",
+                metadata={"location": location, "container": scope},
+            )
+        scope = head

@@ -1,0 +1,76 @@
+"""Who may use the admin surface: loopback without a token, anyone with it, no other site."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import httpx
+import pytest
+
+from perdure import actor, setup
+from perdure.runtime.runtime import ActorRuntime
+from perdure.server import create_app
+from perdure.server.access import AdminAccess
+from perdure.store import MemoryStore
+
+pytestmark = pytest.mark.timeout(20)
+
+
+@pytest.fixture
+async def runtime() -> AsyncIterator[ActorRuntime]:
+    registry = setup(use={"thing": actor(state={}, actions={"ping": lambda c: "pong"})})
+    runtime = ActorRuntime(registry, MemoryStore())
+    await runtime.start()
+    try:
+        yield runtime
+    finally:
+        await runtime.stop()
+
+
+def _client(runtime: ActorRuntime, access: AdminAccess, peer: str) -> httpx.AsyncClient:
+    transport = httpx.ASGITransport(app=create_app(runtime, admin=access), client=(peer, 40000))
+    return httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:6420")
+
+
+async def _status(client: httpx.AsyncClient, **headers: str) -> tuple[int, str]:
+    response = await client.get("/admin/overview", headers=headers)
+    body = response.json()
+    return response.status_code, f"{body.get('group')}.{body.get('code')}"
+
+
+async def test_without_a_token_only_loopback_clients_naming_loopback_get_in(
+    runtime: ActorRuntime,
+) -> None:
+    async with _client(runtime, AdminAccess(), "127.0.0.1") as local:
+        assert (await local.get("/admin/overview")).status_code == 200
+        # DNS rebinding: a hostile name pointed at 127.0.0.1.
+        assert await _status(local, host="evil.example:6420") == (403, "admin.forbidden")
+    async with _client(runtime, AdminAccess(), "::1") as local6:
+        assert (await local6.get("/admin/overview")).status_code == 200
+    async with _client(runtime, AdminAccess(), "10.1.2.3") as remote:
+        assert await _status(remote) == (403, "admin.forbidden")
+
+
+async def test_with_a_token_every_address_needs_it(runtime: ActorRuntime) -> None:
+    access = AdminAccess(token="s3cret")
+    for peer in ("127.0.0.1", "10.1.2.3"):
+        async with _client(runtime, access, peer) as client:
+            assert await _status(client) == (401, "admin.unauthorized")
+            assert await _status(client, authorization="Bearer nope") == (401, "admin.unauthorized")
+            ok = await client.get("/admin/overview", headers={"authorization": "Bearer s3cret"})
+            assert ok.status_code == 200
+            client.cookies.set("perdure_admin", "s3cret")
+            assert (await client.get("/admin/overview")).status_code == 200
+
+
+async def test_other_sites_pages_are_refused_even_on_loopback(runtime: ActorRuntime) -> None:
+    async with _client(runtime, AdminAccess(), "127.0.0.1") as client:
+        assert await _status(client, origin="http://evil.example") == (403, "admin.forbidden")
+        assert await _status(client, **{"sec-fetch-site": "cross-site"}) == (403, "admin.forbidden")
+        assert await _status(client, origin="http://127.0.0.1:6420") == (200, "None.None")
+        assert await _status(client, **{"sec-fetch-site": "same-origin"}) == (200, "None.None")
+
+
+async def test_the_admin_surface_can_be_turned_off(runtime: ActorRuntime) -> None:
+    async with _client(runtime, AdminAccess(enabled=False), "127.0.0.1") as client:
+        assert await _status(client) == (403, "admin.forbidden")
