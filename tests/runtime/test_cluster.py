@@ -319,3 +319,37 @@ async def test_the_forward_endpoint_refuses_bad_requests_with_a_code() -> None:
         await runtime.stop()
     codes = [answer["error"]["code"] for answer in answers]
     assert codes == ["invalid_request", "invalid_request", "invalid_request", "not_found"]
+
+
+async def test_the_admin_api_repairs_an_actor_held_by_another_node(nodes: Nodes) -> None:
+    from perdure.server.access import AdminAccess
+
+    a, b = nodes["a"], nodes["b"]
+    handle = a.client().counter.get_or_create(["inspected"])
+    await handle.arm(3600)
+    summary = await a.dispatch.find("counter", ["inspected"])
+    assert summary is not None
+    assert b.cluster is not None
+    peers = b.cluster.peers
+    app = create_app(b, admin=AdminAccess(token="t"))
+    b.cluster.peers = peers  # keep the in-process links to a (create_app makes real ones)
+    headers = {"authorization": "Bearer t"}
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://node-b", headers=headers
+    ) as http:
+        details = (await http.get(f"/admin/actors/{summary.actor_id}")).json()
+        assert details["actor"]["awake"] is True  # on a: b sees its lease
+        [schedule] = details["schedules"]
+        cancelled = await http.delete(
+            f"/admin/actors/{summary.actor_id}/schedules/{schedule['id']}"
+        )
+        assert cancelled.status_code == 200, cancelled.text
+        called = await http.post(
+            f"/admin/actors/{summary.actor_id}/actions/add", json={"args": [4]}
+        )
+        assert called.json() == {"output": 4}
+        after = (await http.get(f"/admin/actors/{summary.actor_id}")).json()
+    assert after["schedules"] == []
+    assert after["state"] == {"count": 4}
+    assert a.is_live(summary.actor_id)
+    assert not b.is_live(summary.actor_id)  # the operations ran on a, where it lives
