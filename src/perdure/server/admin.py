@@ -38,6 +38,8 @@ __all__ = ["ADMIN_PREFIX", "admin_routes"]
 ADMIN_PREFIX = "/admin"
 # Seconds between keep-alive comments on an idle feed (proxies close silent streams).
 KEEP_ALIVE = 15.0
+# Seconds between reads of an actor that another node of the cluster serves.
+POLL = 2.0
 _MAX_LIMIT = 500
 _MAX_ADMIN_BODY = 4 * 1024 * 1024
 
@@ -89,20 +91,50 @@ class _AdminApi:
         )
 
     async def _stream(self, actor_id: str, snapshot: dict[str, Any]) -> AsyncIterator[bytes]:
+        # In a cluster the actor may live on another node, whose changes this node does
+        # not see: there the feed reads the actor again every POLL seconds and sends a
+        # new snapshot when it changed.
+        polling = self.runtime.cluster is not None
         number = 0
+        loop = asyncio.get_running_loop()
+        quiet_since = loop.time()
         async with self.runtime.feed.watch(actor_id) as changes:
             yield _sse(number, "snapshot", snapshot)
             iterator = aiter(changes)
             while True:
-                number += 1
                 try:
-                    kind, data = await asyncio.wait_for(anext(iterator), KEEP_ALIVE)
+                    kind, data = await asyncio.wait_for(
+                        anext(iterator), POLL if polling else KEEP_ALIVE
+                    )
                 except TimeoutError:
-                    yield b": keep-alive\n\n"
+                    if polling and not self.runtime.is_live(actor_id):
+                        fresh = await self._snapshot_if_changed(actor_id, snapshot)
+                        if fresh is not None:
+                            snapshot = fresh
+                            number += 1
+                            quiet_since = loop.time()
+                            yield _sse(number, "snapshot", snapshot)
+                            if snapshot.get("destroyed"):
+                                return
+                            continue
+                    if loop.time() - quiet_since >= KEEP_ALIVE:
+                        quiet_since = loop.time()
+                        yield b": keep-alive\n\n"
                     continue
                 except StopAsyncIteration:
                     return
+                number += 1
+                quiet_since = loop.time()
                 yield _sse(number, kind, data)
+
+    async def _snapshot_if_changed(
+        self, actor_id: str, last: dict[str, Any]
+    ) -> dict[str, Any] | None:
+        try:
+            fresh = await self.inspector.details(actor_id)
+        except ActorNotFound:
+            return {**last, "destroyed": True}
+        return None if fresh == last else fresh
 
     async def openapi(self, request: Request) -> Response:
         """``GET /admin/openapi.json``."""

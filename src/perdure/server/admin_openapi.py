@@ -254,7 +254,10 @@ def _paths() -> dict[str, Any]:
             "get": _operation(
                 "Server-Sent Events: `snapshot` (the actor's details), then `state`, "
                 "`workflow`, `event`, `connection`, `lifecycle` changes as they happen; "
-                "`resync` when the reader fell behind (read again and reopen).",
+                "`resync` when the reader fell behind (read again and reopen). In a "
+                "cluster, an actor served by another node is read every 2 s instead, and "
+                "each change comes as a new `snapshot` (with `destroyed: true` at the end "
+                "if it was destroyed).",
                 {"description": "An event stream.", "content": {"text/event-stream": {}}},
             ),
         },
