@@ -34,7 +34,7 @@ from typing import Any
 import httpx
 
 from perdure import __version__
-from perdure.cli_admin_report import actor_label, inspect_report, workflow_lines, workflow_summary
+from perdure.cli_admin_report import actor_label, inspect_report, workflow_lines
 from perdure.errors import PerdureError
 from perdure.keys import Key, normalize_key, serialize_key
 
@@ -42,6 +42,9 @@ __all__ = ["ADMIN_COMMANDS", "DEFAULT_URL", "add_admin_commands", "run_admin_com
 
 DEFAULT_URL = "http://127.0.0.1:6420"
 ADMIN_COMMANDS = frozenset({"inspect", "workflow", "destroy"})
+
+_UNSETTLED = frozenset({"pending", "running"})
+_POLL_INTERVAL = 0.2  # seconds between looks at a retried or replayed workflow
 
 Subparsers = argparse._SubParsersAction  # the type add_subparsers returns
 Json = Any
@@ -71,7 +74,22 @@ def add_admin_commands(commands: Subparsers[argparse.ArgumentParser]) -> None:
     _add_actor_arguments(inspect)
     inspect.add_argument("--json", action="store_true", help="print the admin API's answer")
     inspect.set_defaults(admin_run=_inspect)
+    _add_workflow_commands(commands, common)
+    destroy = commands.add_parser(
+        "destroy",
+        parents=[common],
+        help="destroy an actor on a running server (on_destroy runs, its data is deleted)",
+    )
+    _add_actor_arguments(destroy)
+    destroy.add_argument(
+        "--yes", "-y", action="store_true", help="do not ask (needed when stdin is no terminal)"
+    )
+    destroy.set_defaults(admin_run=_destroy)
 
+
+def _add_workflow_commands(
+    commands: Subparsers[argparse.ArgumentParser], common: argparse.ArgumentParser
+) -> None:
     workflow = commands.add_parser(
         "workflow", help="a workflow actor's status; retry or replay it on a running server"
     )
@@ -92,19 +110,17 @@ def add_admin_commands(commands: Subparsers[argparse.ArgumentParser]) -> None:
                 metavar="STEP",
                 help="the location of the step to rerun from, as `workflow status` lists it",
             )
-        sub.add_argument("--json", action="store_true", help="print the admin API's answer")
+        if name != "status":
+            sub.add_argument(
+                "--wait",
+                type=float,
+                default=5.0,
+                metavar="SECONDS",
+                help="how long to wait for the workflow to complete or fail before printing "
+                "its status (default 5; 0: print it at once)",
+            )
+        sub.add_argument("--json", action="store_true", help="print the workflow as JSON")
         sub.set_defaults(admin_run=run)
-
-    destroy = commands.add_parser(
-        "destroy",
-        parents=[common],
-        help="destroy an actor on a running server (on_destroy runs, its data is deleted)",
-    )
-    _add_actor_arguments(destroy)
-    destroy.add_argument(
-        "--yes", "-y", action="store_true", help="do not ask (needed when stdin is no terminal)"
-    )
-    destroy.set_defaults(admin_run=_destroy)
 
 
 def _common_options() -> argparse.ArgumentParser:
@@ -292,26 +308,41 @@ def _show(
 
 def _workflow_retry(api: AdminApi, args: argparse.Namespace) -> int:
     actor = _resolve(api, args)
-    answer = api.call("POST", f"/admin/actors/{actor.actor_id}/workflow/retry")
-    return _print_outcome(answer, args, f"retried the workflow of {actor.label}")
+    api.call("POST", f"/admin/actors/{actor.actor_id}/workflow/retry")
+    return _print_outcome(api, actor, args, f"retried the workflow of {actor.label}")
 
 
 def _workflow_replay(api: AdminApi, args: argparse.Namespace) -> int:
     actor = _resolve(api, args)
     path = f"/admin/actors/{actor.actor_id}/workflow/replay"
-    answer = api.call("POST", path, json={"from": args.step})
-    return _print_outcome(answer, args, f"replayed the workflow of {actor.label} from {args.step}")
+    api.call("POST", path, json={"from": args.step})
+    done = f"replayed the workflow of {actor.label} from {args.step}"
+    return _print_outcome(api, actor, args, done)
 
 
-def _print_outcome(answer: Json, args: argparse.Namespace, done: str) -> int:
+def _print_outcome(api: AdminApi, actor: Actor, args: argparse.Namespace, done: str) -> int:
+    """Print the workflow once it has stopped running, or as it is after ``--wait``."""
+    flow = _settled(api, actor, args.wait)
     if args.json:
-        _print_json(answer)
+        _print_json(flow)
         return 0
-    flow = answer.get("workflow") if isinstance(answer, dict) else None
     print(done)
-    if isinstance(flow, dict):
-        print("\n".join(workflow_summary(flow)))
+    print("\n".join(workflow_lines(flow, now_ms=time.time() * 1000)))
+    if flow.get("status") in _UNSETTLED:
+        status, wait = flow.get("status"), args.wait
+        print(f"(still {status} after {wait:g} s: `perdure workflow status` shows it later)")
     return 0
+
+
+def _settled(api: AdminApi, actor: Actor, wait: float) -> Json:
+    # The API answers once the run has started; a workflow that finishes or fails soon
+    # is worth waiting for, one that waits for a message or a timer is not.
+    deadline = time.monotonic() + wait
+    while True:
+        flow = _workflow_of(actor, api.call("GET", f"/admin/actors/{actor.actor_id}"))
+        if flow.get("status") not in _UNSETTLED or time.monotonic() >= deadline:
+            return flow
+        time.sleep(_POLL_INTERVAL)
 
 
 def _destroy(api: AdminApi, args: argparse.Namespace) -> int:

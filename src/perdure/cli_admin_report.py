@@ -14,7 +14,7 @@ from typing import Any
 
 from perdure.keys import serialize_key
 
-__all__ = ["actor_label", "inspect_report", "workflow_lines", "workflow_summary"]
+__all__ = ["actor_label", "inspect_report", "workflow_lines"]
 
 Json = Any
 _BODY_WIDTH = 60  # queue bodies, arguments and outputs are cut to this many characters
@@ -104,12 +104,16 @@ def _schedules(detail: Mapping[str, Json], now_ms: float) -> list[str]:
     fires = [
         _fire_row(schedule, fire, now_ms)
         for schedule in schedules
-        for fire in (schedule.get("history") or [])[-_LAST_FIRES:]
+        for fire in _newest(schedule.get("history") or [])
     ]
     if fires:
         lines += ["", "last fires"]
         lines += _table(["SCHEDULE", "SEQ", "FIRED", "RESULT", "ERROR"], fires)
     return lines
+
+
+def _newest(fires: list[Json]) -> list[Json]:
+    return sorted(fires, key=lambda fire: -int(fire.get("seq") or 0))[:_LAST_FIRES]
 
 
 def _fire_row(schedule: Mapping[str, Json], fire: Mapping[str, Json], now_ms: float) -> list[str]:
@@ -133,7 +137,7 @@ def _cadence(schedule: Mapping[str, Json]) -> str:
 
 def workflow_lines(flow: Mapping[str, Json], *, now_ms: float) -> list[str]:
     """The workflow's status, error, output and history table."""
-    lines = workflow_summary(flow)
+    lines = _workflow_summary(flow)
     history = flow.get("history") or []
     if not history:
         return [*lines, "  history: empty"]
@@ -150,7 +154,7 @@ def workflow_lines(flow: Mapping[str, Json], *, now_ms: float) -> list[str]:
     return [*lines, "", *_table(["LOCATION", "KIND", "STATUS", "ATTEMPTS", "LAST ERROR"], rows)]
 
 
-def workflow_summary(flow: Mapping[str, Json]) -> list[str]:
+def _workflow_summary(flow: Mapping[str, Json]) -> list[str]:
     """The workflow's status line, then its error and output if it has them."""
     lines = [f"workflow: {flow.get('status')}"]
     if flow.get("error"):
