@@ -82,3 +82,19 @@ def test_replay_of_an_unknown_location_is_a_404() -> None:
         plan_replay({"status": "failed"}, _history(), "nowhere")
     assert caught.value.status == 404
     assert caught.value.identifier == "workflow.unknown_step"
+
+
+def test_a_rolled_back_workflow_is_replayed_from_its_first_undone_step() -> None:
+    history = {
+        "cp": Entry("rollback_checkpoint", "completed", 1, {}),
+        "book": Entry("step", "completed", 2, {"o": 1, "a": 1, "rb": True}),
+        "pay": Entry("step", "completed", 3, {"o": 2, "a": 1, "rb": True}),
+        "ship": Entry("step", "exhausted", 4, {"a": 2, "e": {"message": "no truck"}}),
+    }
+    with pytest.raises(RepairRefused) as caught:
+        plan_retry({"status": "failed"}, history)
+    assert caught.value.identifier == "workflow.rolled_back"
+    assert caught.value.metadata == {"location": "book"}
+    with pytest.raises(RepairRefused):
+        plan_replay({"status": "failed"}, history, "pay")
+    assert plan_replay({"status": "failed"}, history, "book").deletes == ["book", "pay", "ship"]

@@ -177,7 +177,10 @@ class ActorQueue:
         """Put a message taken earlier back in the queue under its own id (a workflow
         replayed from before the receive that took it); durable with the next flush."""
         if record.id in self._messages:
-            return  # still here (a completable message not yet completed)
+            # Still here: a completable message the deleted receive held, not completed.
+            self._held.discard(record.id)
+            self._wake_waiters(record.name)
+            return
         self._messages[record.id] = record
         self._instance.commits.put_message(record, self._next_id)
         self._wake_waiters(record.name)

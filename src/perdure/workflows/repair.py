@@ -7,7 +7,9 @@ after any restart.
 - **Retry** (the workflow ``failed``): every step whose retries were spent
   (``exhausted``) gets a fresh set of attempts. Its earlier errors stay in the entry
   (``errors``, oldest first) for the inspector. A workflow that failed on a divergence
-  has nothing to reset: it simply runs again against the (fixed) code.
+  has nothing to reset: it simply runs again against the (fixed) code. A workflow whose
+  rollback handlers ran cannot be retried (its undone steps would count as done): replay
+  it from the first undone step.
 - **Replay from a step**: the entry at that location and every entry recorded after it
   are deleted, so those steps run again. The entries that contain it (a loop, a join
   branch) stay; a location inside an earlier iteration of a loop, or inside a finished
@@ -75,6 +77,7 @@ def plan_retry(meta: dict[str, Any], entries: dict[str, Entry]) -> RepairPlan:
             code="not_failed",
             metadata={"status": status},
         )
+    _check_not_compensated(entries, keep=entries)
     plan = RepairPlan(meta=_restarted(meta))
     for location, entry in entries.items():
         if entry.kind == "step" and entry.status == "exhausted":
@@ -98,7 +101,27 @@ def plan_replay(meta: dict[str, Any], entries: dict[str, Entry], location: str) 
         if entry.kind == "message" and entry.status == "completed":
             plan.requeue.extend(entry.data.get("m", []))
     plan.deletes.sort(key=lambda loc: entries[loc].seq)
+    deleted = set(plan.deletes)
+    _check_not_compensated(
+        entries, keep={loc: e for loc, e in entries.items() if loc not in deleted}
+    )
     return plan
+
+
+def _check_not_compensated(entries: dict[str, Entry], keep: dict[str, Entry]) -> None:
+    """Refuse a repair that would keep a step whose rollback handler has run: replayed, it
+    would return its recorded result as if it still held, though it was undone."""
+    undone = sorted(
+        (entry.seq, location) for location, entry in keep.items() if entry.data.get("rb")
+    )
+    if undone:
+        first = undone[0][1]
+        raise RepairRefused(
+            f"The workflow rolled back: `{first}` and the steps after it were undone by their "
+            f"rollback handlers. Replay from `{first}` (or earlier) so they run again.",
+            code="rolled_back",
+            metadata={"location": first},
+        )
 
 
 def _restarted(meta: dict[str, Any]) -> dict[str, Any]:
