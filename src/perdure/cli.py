@@ -163,6 +163,14 @@ def _add_admin_options(parser: argparse.ArgumentParser) -> None:
         action="store_false",
         help="turn the admin API, inspector UI and /metrics off",
     )
+    group.add_argument(
+        "--no-metrics",
+        dest="metrics",
+        action="store_false",
+        default=os.environ.get("PERDURE_METRICS", "1").lower() not in ("0", "false", "no", "off"),
+        help="serve no /metrics and keep no Prometheus metrics (env PERDURE_METRICS=0; "
+        "docs/metrics.md)",
+    )
 
 
 def _lease_ttl(args: argparse.Namespace) -> float:
@@ -313,7 +321,11 @@ def _serve(args: argparse.Namespace) -> int:
             )
     options = registry.options
     config = uvicorn.Config(
-        create_app(runtime, admin=AdminAccess(enabled=args.admin, token=args.admin_token)),
+        create_app(
+            runtime,
+            admin=AdminAccess(enabled=args.admin, token=args.admin_token),
+            metrics=args.metrics,
+        ),
         host=args.host,
         port=args.port,
         loop="uvloop",

@@ -11,10 +11,11 @@ Each observer owns its :class:`~prometheus_client.CollectorRegistry`, never the
 process-wide default one: tests (and embedders) run several runtimes in one process.
 
 Labels are actor *type* names and the action, queue and event names of their
-definitions — never actor ids or keys — so the number of series stays bounded. Hooks on
-the hot path (actions, queue sends, steps, commits) look their labelled children up in a
-dict instead of calling ``.labels()`` each time. ``commit`` runs on the SQLite writer
-thread; prometheus_client's values are thread-safe. docs/metrics.md lists every metric.
+definitions — never actor ids or keys — so the number of series stays bounded. Hooks
+add to plain numbers (:mod:`perdure.observe._series`: no lock, no ``.labels()``; the
+hot paths keep their series in a dict by label values); ``commit`` runs on the SQLite
+writer thread, the only thread that writes the commit series. docs/metrics.md lists
+every metric.
 """
 
 from __future__ import annotations
@@ -23,9 +24,10 @@ from collections.abc import Iterable, Mapping, Sequence, Sized
 from time import perf_counter
 from typing import Any, Protocol
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, generate_latest
 
 from perdure.errors import PerdureError
+from perdure.observe._series import CounterFamily, Families, Series
 from perdure.telemetry import ActorFacts, Observer, Span
 
 __all__ = [
@@ -112,18 +114,16 @@ class RuntimeView(Protocol):
 
 
 class _TimedSpan:
-    """Work that is counted and timed (a step attempt, a store commit)."""
+    """Work that is timed into one histogram series (its count counts it)."""
 
-    __slots__ = ("_count", "_seconds", "_started")
+    __slots__ = ("_series", "_started")
 
-    def __init__(self, count: Counter, seconds: Histogram) -> None:
-        self._count = count
-        self._seconds = seconds
+    def __init__(self, series: Series) -> None:
+        self._series = series
         self._started = perf_counter()
 
     def end(self, error: BaseException | None = None) -> None:
-        self._seconds.observe(perf_counter() - self._started)
-        self._count.inc()
+        self._series.observe(perf_counter() - self._started)
 
 
 class _ActionSpan(_TimedSpan):
@@ -131,34 +131,33 @@ class _ActionSpan(_TimedSpan):
 
     __slots__ = ("_errors", "_labels")
 
-    def __init__(
-        self, count: Counter, seconds: Histogram, errors: Counter, labels: tuple[str, str]
-    ) -> None:
-        super().__init__(count, seconds)
+    def __init__(self, series: Series, errors: CounterFamily, labels: tuple[str, str]) -> None:
+        # Not super().__init__: the hot path of every action, and that call costs.
+        self._series = series
         self._errors = errors
         self._labels = labels
+        self._started = perf_counter()
 
     def end(self, error: BaseException | None = None) -> None:
-        super().end(error)
+        self._series.observe(perf_counter() - self._started)
         if error is not None:
-            self._errors.labels(*self._labels, error_code(error)).inc()
+            self._errors.inc((*self._labels, error_code(error)))
 
 
 class _SendSpan:
     """One queue send: counted once durable; a refused send is counted by its code."""
 
-    __slots__ = ("_errors", "_labels", "_sent")
+    __slots__ = ("_labels", "_metrics")
 
-    def __init__(self, sent: Counter, errors: Counter, labels: tuple[str, str]) -> None:
-        self._sent = sent
-        self._errors = errors
+    def __init__(self, metrics: MetricsObserver, labels: tuple[str, str]) -> None:
+        self._metrics = metrics
         self._labels = labels
 
     def end(self, error: BaseException | None = None) -> None:
         if error is None:
-            self._sent.inc()
+            self._metrics.sent.inc(self._labels)
         else:
-            self._errors.labels(*self._labels, error_code(error)).inc()
+            self._metrics.send_errors.inc((*self._labels, error_code(error)))
 
 
 # --------------------------------------------------------------------- observer
@@ -172,67 +171,60 @@ class MetricsObserver(Observer):
     """
 
     def __init__(self, actor_names: Iterable[str] = ()) -> None:
-        self.registry = CollectorRegistry(auto_describe=False)
         self.actor_names = list(actor_names)
+        self.families = Families()
         self._define_work()
         self._define_points()
         self._define_gauges()
-        # Labelled children of the hot-path metrics, by label values (see the docstring).
-        self._actions: dict[tuple[str, str], tuple[Counter, Histogram]] = {}
-        self._sends: dict[tuple[str, str], Counter] = {}
-        self._steps: dict[str, tuple[Counter, Histogram]] = {}
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(self.families)
+        # The series of the hot paths, by label values (one dict lookup per report).
+        self._actions: dict[tuple[str, str], Series] = {}
+        self._steps: dict[str, Series] = {}
+        self._commit_seconds = self.commit_seconds.get(())
+        self._commit_batch = self.commit_batch.get(())
 
     # ------------------------------------------------------------- definitions
 
-    def _counter(self, name: str, doc: str, labels: Sequence[str] = ()) -> Counter:
-        return Counter(name, doc, labels, registry=self.registry)
-
-    def _histogram(
-        self, name: str, doc: str, labels: Sequence[str], buckets: Sequence[float]
-    ) -> Histogram:
-        return Histogram(name, doc, labels, registry=self.registry, buckets=buckets)
-
-    def _gauge(self, name: str, doc: str) -> Gauge:
-        return Gauge(name, doc, ["actor"], registry=self.registry)
-
     def _define_work(self) -> None:
         """The metrics of timed work: actions, queue sends, steps, commits."""
+        new = self.families
         action = ["actor", "action"]
-        self.actions = self._counter("perdure_actions", "Actions run, failed or not.", action)
-        self.action_seconds = self._histogram(
+        self.action_seconds = new.histogram(
             "perdure_action_duration_seconds",
             "Time from an action's start until its output was durable (or it failed).",
             action,
             DURATION_BUCKETS,
         )
-        self.action_errors = self._counter(
+        new.totals("perdure_actions", "Actions run, failed or not.", self.action_seconds)
+        self.action_errors = new.counter(
             "perdure_action_errors", "Actions that failed, by error code.", [*action, "code"]
         )
         queue = ["actor", "queue"]
-        self.sent = self._counter("perdure_queue_messages_sent", "Queue messages sent.", queue)
-        self.send_errors = self._counter(
+        self.sent = new.counter("perdure_queue_messages_sent", "Queue messages sent.", queue)
+        self.send_errors = new.counter(
             "perdure_queue_send_errors", "Queue sends refused, by error code.", [*queue, "code"]
         )
-        self.consumed = self._counter(
+        self.consumed = new.counter(
             "perdure_queue_messages_consumed", "Queue messages taken by a receiver.", queue
         )
-        self.steps = self._counter(
-            "perdure_workflow_steps", "Workflow step attempts run (a retry counts).", ["actor"]
-        )
-        self.step_seconds = self._histogram(
+        self.step_seconds = new.histogram(
             "perdure_workflow_step_duration_seconds",
             "Time a step attempt took, its commit included.",
             ["actor"],
             DURATION_BUCKETS,
         )
-        self.commits = self._counter("perdure_store_commits", "Store write transactions.")
-        self.commit_seconds = self._histogram(
+        new.totals(
+            "perdure_workflow_steps", "Step attempts run (a retry counts).", self.step_seconds
+        )
+        self.commit_seconds = new.histogram(
             "perdure_store_commit_duration_seconds",
             "Time a store write transaction took.",
             (),
             DURATION_BUCKETS,
         )
-        self.commit_batch = self._histogram(
+        new.totals("perdure_store_commits", "Store write transactions.", self.commit_seconds)
+        self.commit_batch = new.histogram(
             "perdure_store_commit_batch_size",
             "Actor commits written in one store transaction (group commit).",
             (),
@@ -241,120 +233,121 @@ class MetricsObserver(Observer):
 
     def _define_points(self) -> None:
         """The metrics of point events: retries, workflow outcomes, events, alarms …"""
-        self.step_retries = self._counter(
+        new = self.families
+        self.step_retries = new.counter(
             "perdure_workflow_step_retries", "Step attempts that failed and will retry.", ["actor"]
         )
-        self.step_failures = self._counter(
+        self.step_failures = new.counter(
             "perdure_workflow_step_failures",
             "Steps that failed for good (retries spent, or a terminal error).",
             ["actor"],
         )
-        self.workflows_completed = self._counter(
+        self.workflows_completed = new.counter(
             "perdure_workflows_completed", "Workflow runs that completed.", ["actor"]
         )
-        self.workflows_failed = self._counter(
+        self.workflows_failed = new.counter(
             "perdure_workflows_failed", "Workflow runs that ended failed.", ["actor"]
         )
         event = ["actor", "event"]
-        self.events = self._counter("perdure_events_sent", "Events emitted.", event)
-        self.recipients = self._counter(
+        self.events = new.counter("perdure_events_sent", "Events emitted.", event)
+        self.recipients = new.counter(
             "perdure_event_recipients", "Deliveries of events to subscribed connections.", event
         )
-        self.wakes = self._counter("perdure_actor_wakes", "Actors woken here.", ["actor"])
-        self.sleeps = self._counter(
+        self.wakes = new.counter("perdure_actor_wakes", "Actors woken here.", ["actor"])
+        self.sleeps = new.counter(
             "perdure_actor_sleeps", "Actors that left this process, by reason.", ["actor", "reason"]
         )
-        self.alarms = self._counter(
+        self.alarms = new.counter(
             "perdure_alarms_fired",
             "Timers fired (schedules, workflow deadlines).",
             ["actor", "kind"],
         )
-        self.lateness = self._histogram(
+        self.lateness = new.histogram(
             "perdure_alarm_lateness_seconds",
             "How long after it was due a timer fired.",
             ["kind"],
             LATENESS_BUCKETS,
         )
-        self.store_errors = self._counter(
+        self.store_errors = new.counter(
             "perdure_store_errors", "Failed store operations.", ["operation"]
         )
 
     def _define_gauges(self) -> None:
         """The gauges a scrape computes (:meth:`refresh`)."""
-        self.awake = self._gauge("perdure_actors_awake", "Actors awake in this process.")
-        self.stored = self._gauge("perdure_actors_stored", "Actors in the store, awake or not.")
-        self.sleeping = self._gauge(
-            "perdure_actors_sleeping", "Stored actors not awake in this process."
+        new = self.families
+        actor = ["actor"]
+        self.awake = new.gauge("perdure_actors_awake", "Actors awake in this process.", actor)
+        self.stored = new.gauge(
+            "perdure_actors_stored", "Actors in the store, awake or not.", actor
         )
-        self.connections = self._gauge(
-            "perdure_connections", "Client connections open to actors awake here."
+        self.sleeping = new.gauge(
+            "perdure_actors_sleeping", "Stored actors not awake in this process.", actor
         )
-        self.depth = self._gauge(
+        self.connections = new.gauge(
+            "perdure_connections", "Client connections open to actors awake here.", actor
+        )
+        self.depth = new.gauge(
             "perdure_queue_depth",
             "Messages in the queues of actors awake here (received, uncompleted ones too).",
+            actor,
         )
 
     # ---------------------------------------------------------------- timed work
 
     def action(self, actor: ActorFacts, action: str) -> Span | None:
         labels = (actor.name, action)
-        children = self._actions.get(labels)
-        if children is None:
-            children = (self.actions.labels(*labels), self.action_seconds.labels(*labels))
-            self._actions[labels] = children
-        return _ActionSpan(children[0], children[1], self.action_errors, labels)
+        series = self._actions.get(labels)
+        if series is None:
+            series = self._actions[labels] = self.action_seconds.get(labels)
+        return _ActionSpan(series, self.action_errors, labels)
 
     def queue_send(self, actor: ActorFacts, queue: str) -> Span | None:
-        labels = (actor.name, queue)
-        sent = self._sends.get(labels)
-        if sent is None:
-            sent = self._sends[labels] = self.sent.labels(*labels)
-        return _SendSpan(sent, self.send_errors, labels)
+        return _SendSpan(self, (actor.name, queue))
 
     def step(self, actor: ActorFacts, location: str, attempt: int) -> Span | None:
         # By actor type only: a location names loop iterations, so it is unbounded.
-        children = self._steps.get(actor.name)
-        if children is None:
-            children = (self.steps.labels(actor.name), self.step_seconds.labels(actor.name))
-            self._steps[actor.name] = children
-        return _TimedSpan(*children)
+        series = self._steps.get(actor.name)
+        if series is None:
+            series = self._steps[actor.name] = self.step_seconds.get((actor.name,))
+        return _TimedSpan(series)
 
     def commit(self, batch: int) -> Span | None:
-        # Called on the SQLite writer thread: unlabelled metrics, no shared dict.
-        self.commit_batch.observe(batch)
-        return _TimedSpan(self.commits, self.commit_seconds)
+        # On the SQLite writer thread: only series made in __init__, no shared dict.
+        self._commit_batch.observe(batch)
+        return _TimedSpan(self._commit_seconds)
 
     # ------------------------------------------------------------- point events
 
     def step_failed(self, actor: ActorFacts, location: str, attempt: int, will_retry: bool) -> None:
-        (self.step_retries if will_retry else self.step_failures).labels(actor.name).inc()
+        (self.step_retries if will_retry else self.step_failures).inc((actor.name,))
 
     def workflow_status(self, actor: ActorFacts, status: str) -> None:
         if status == "completed":
-            self.workflows_completed.labels(actor.name).inc()
+            self.workflows_completed.inc((actor.name,))
         elif status == "failed":
-            self.workflows_failed.labels(actor.name).inc()
+            self.workflows_failed.inc((actor.name,))
 
     def message_consumed(self, actor: ActorFacts, queue: str, count: int) -> None:
-        self.consumed.labels(actor.name, queue).inc(max(count, 0))
+        self.consumed.inc((actor.name, queue), max(count, 0))
 
     def event_sent(self, actor: ActorFacts, name: str, args: list[Any], recipients: int) -> None:
-        self.events.labels(actor.name, name).inc()
+        labels = (actor.name, name)
+        self.events.inc(labels)
         if recipients > 0:
-            self.recipients.labels(actor.name, name).inc(recipients)
+            self.recipients.inc(labels, recipients)
 
     def actor_woke(self, actor: ActorFacts) -> None:
-        self.wakes.labels(actor.name).inc()
+        self.wakes.inc((actor.name,))
 
     def actor_slept(self, actor: ActorFacts, reason: str) -> None:
-        self.sleeps.labels(actor.name, reason).inc()
+        self.sleeps.inc((actor.name, reason))
 
     def alarm_fired(self, actor: ActorFacts, kind: str, lateness_ms: int) -> None:
-        self.alarms.labels(actor.name, kind).inc()
-        self.lateness.labels(kind).observe(max(lateness_ms, 0) / 1000)
+        self.alarms.inc((actor.name, kind))
+        self.lateness.get((kind,)).observe(max(lateness_ms, 0) / 1000)
 
     def store_error(self, operation: str, error: BaseException) -> None:
-        self.store_errors.labels(operation).inc()
+        self.store_errors.inc((operation,))
 
     # -------------------------------------------------------------------- scrape
 
@@ -369,15 +362,14 @@ class MetricsObserver(Observer):
             queue = instance.queue
             if queue is not None:
                 depth[instance.name] = depth.get(instance.name, 0) + len(queue)
-        for name in names:
-            stored = await runtime.dispatch.count(name)
-            here = awake.get(name, 0)
-            self.awake.labels(name).set(here)
-            self.stored.labels(name).set(stored)
-            # Awake ones created since ``awake`` was read may outnumber the count: never < 0.
-            self.sleeping.labels(name).set(max(stored - here, 0))
-            self.connections.labels(name).set(connections.get(name, 0))
-            self.depth.labels(name).set(depth.get(name, 0))
+        stored = {name: await runtime.dispatch.count(name) for name in names}
+        here = {name: awake.get(name, 0) for name in names}
+        self.awake.replace({(name,): here[name] for name in names})
+        self.stored.replace({(name,): stored[name] for name in names})
+        # Awake ones created since ``awake`` was read may outnumber the count: never < 0.
+        self.sleeping.replace({(name,): max(stored[name] - here[name], 0) for name in names})
+        self.connections.replace({(name,): connections.get(name, 0) for name in names})
+        self.depth.replace({(name,): depth.get(name, 0) for name in names})
 
     def exposition(self) -> bytes:
         """The registry in Prometheus' text format (``CONTENT_TYPE_LATEST``)."""

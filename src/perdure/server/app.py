@@ -12,6 +12,8 @@ Routes:
   logs ``runtime`` and ``version``;
 - ``GET /health`` — ``{"status": "ok", …}`` once the runtime is started;
 - ``/admin/…`` — the admin API (:mod:`perdure.server.admin`), for operators;
+- ``GET /metrics`` — Prometheus metrics, for the admin surface's clients
+  (:mod:`perdure.server.metrics`; off with ``metrics=False``);
 - ``POST /.perdure/forward`` — on a cluster node only: operations other nodes forward to
   the owner of an actor (:mod:`perdure.server.peers`). ``/metadata`` and ``/health`` then
   name the answering node (``"node": {"id", "address"}``).
@@ -41,6 +43,7 @@ from perdure.server.access import AdminAccess
 from perdure.server.admin import admin_routes
 from perdure.server.gateway import Gateway
 from perdure.server.management import json_response, management_routes
+from perdure.server.metrics import metrics_route
 from perdure.server.peers import FORWARD_PATH, ForwardEndpoint, HttpPeers
 from perdure.server.websocket import DirectConnect
 
@@ -49,11 +52,14 @@ __all__ = ["create_app"]
 _log = logging.getLogger("perdure.server")
 
 
-def create_app(runtime: ActorRuntime, *, admin: AdminAccess | None = None) -> Starlette:
+def create_app(
+    runtime: ActorRuntime, *, admin: AdminAccess | None = None, metrics: bool = True
+) -> Starlette:
     """A Starlette app serving ``runtime``'s actors; its lifespan starts and stops it.
 
     ``admin`` says who may use the admin API, the inspector UI and ``/metrics``
-    (default: loopback clients only; see :mod:`perdure.server.access`).
+    (default: loopback clients only; see :mod:`perdure.server.access`). ``metrics``: serve
+    ``GET /metrics`` (:mod:`perdure.server.metrics`), watching ``runtime`` to do so.
     """
     admin = admin or AdminAccess()
     actor_names: dict[str, Any] = {name: {"metadata": {}} for name in runtime.registry.actors}
@@ -93,6 +99,8 @@ def create_app(runtime: ActorRuntime, *, admin: AdminAccess | None = None) -> St
         *management_routes(runtime),
         *admin_routes(runtime, admin),
     ]
+    if metrics:
+        routes.append(metrics_route(runtime, admin))
     if cluster is not None:
         routes.append(Route(FORWARD_PATH, ForwardEndpoint(runtime, cluster.config.secret)))
     return Starlette(
