@@ -12,6 +12,7 @@ Routes:
   logs ``runtime`` and ``version``;
 - ``GET /health`` — ``{"status": "ok", …}`` once the runtime is started;
 - ``/admin/…`` — the admin API (:mod:`perdure.server.admin`), for operators;
+- ``/ui/…`` — the inspector web UI on the admin API (:mod:`perdure.server.ui`);
 - ``GET /metrics`` — Prometheus metrics, for the admin surface's clients
   (:mod:`perdure.server.metrics`; off with ``metrics=False``);
 - ``POST /.perdure/forward`` — on a cluster node only: operations other nodes forward to
@@ -45,6 +46,7 @@ from perdure.server.gateway import Gateway
 from perdure.server.management import json_response, management_routes
 from perdure.server.metrics import metrics_route
 from perdure.server.peers import FORWARD_PATH, ForwardEndpoint, HttpPeers
+from perdure.server.ui import ui_routes
 from perdure.server.websocket import DirectConnect
 
 __all__ = ["create_app"]
@@ -98,6 +100,7 @@ def create_app(
         Route("/metadata", metadata, methods=["GET"]),
         *management_routes(runtime),
         *admin_routes(runtime, admin),
+        *ui_routes(runtime, admin),
     ]
     if metrics:
         routes.append(metrics_route(runtime, admin))

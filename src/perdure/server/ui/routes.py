@@ -1,0 +1,226 @@
+"""The inspector's routes: page shells, the sign-in form and the inspector's own files.
+
+Every route follows the admin access rule (:class:`perdure.server.access.AdminAccess`).
+A browser refused only for lack of a token gets the sign-in page instead of a JSON error;
+signing in stores the token in the ``perdure_admin`` cookie (HttpOnly, SameSite=Strict),
+which the browser then sends with the pages' calls to the admin API and with the live
+feed's ``EventSource`` (which cannot carry an ``Authorization`` header).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from urllib.parse import parse_qs, urlsplit
+
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+from starlette.routing import Route
+
+from perdure.errors import PerdureError
+from perdure.runtime.runtime import ActorRuntime
+from perdure.server._asgi import read_body
+from perdure.server.access import ADMIN_COOKIE, AdminAccess, AdminDenied, AdminUnauthorized
+from perdure.server.ui.render import SECURITY_HEADERS, page
+
+__all__ = ["ui_routes"]
+
+Endpoint = Callable[[Request], Awaitable[Response]]
+
+_HOME = "/ui/"
+_LOGIN = "/ui/login"
+_MAX_FORM = 8192
+_MEDIA_TYPES = {".js": "text/javascript; charset=utf-8", ".css": "text/css; charset=utf-8"}
+
+
+@dataclass(frozen=True, slots=True)
+class _Asset:
+    body: bytes
+    media_type: str
+    etag: str
+
+
+@cache
+def _asset(name: str) -> _Asset | None:
+    """A file of the inspector's ``static/`` folder, or None (unknown names, subfolders)."""
+    suffix = name[name.rfind(".") :] if "." in name else ""
+    if "/" in name or "\\" in name or name.startswith(".") or suffix not in _MEDIA_TYPES:
+        return None
+    path = resources.files(__package__).joinpath("static", name)
+    if not path.is_file():
+        return None
+    body = path.read_bytes()
+    return _Asset(body, _MEDIA_TYPES[suffix], '"' + hashlib.sha256(body).hexdigest()[:16] + '"')
+
+
+def _safe_next(target: str | None) -> str:
+    """Where to go after signing in: an inspector path on this server, nothing else."""
+    if target and target.startswith(_HOME) and "//" not in target and "\\" not in target:
+        return target
+    return _HOME
+
+
+def _same_site(request: Request) -> bool:
+    """False for a form another site posted (the browser names the origin it came from)."""
+    site = request.headers.get("sec-fetch-site")
+    if site is not None and site not in ("same-origin", "none"):
+        return False
+    origin = request.headers.get("origin")
+    return origin is None or urlsplit(origin).netloc == request.headers.get("host")
+
+
+class _Inspector:
+    """The endpoints, sharing the access rule."""
+
+    def __init__(self, admin: AdminAccess, node: str) -> None:
+        self.admin = admin
+        self.node = node  # shown in the header: which cluster node answers
+
+    @property
+    def uses_token(self) -> bool:
+        return self.admin.token is not None
+
+    def guarded(self, handler: Endpoint) -> Endpoint:
+        """``handler`` behind the access rule; refusals answer with a page, not JSON."""
+
+        async def endpoint(request: Request) -> Response:
+            try:
+                self.admin.check(request)
+            except AdminUnauthorized:
+                return self.sign_in_page(request.url.path, request, status=401)
+            except AdminDenied as exc:
+                return _denied(exc)
+            return await handler(request)
+
+        return endpoint
+
+    def sign_in_page(
+        self, target: str, request: Request, *, status: int = 200, problem: str = ""
+    ) -> Response:
+        if not problem and AdminAccess.presented_token(request) is not None:
+            problem = "The saved admin token is no longer valid: sign in again."
+        return page(
+            "login.html",
+            title="Sign in",
+            status=status,
+            next=_safe_next(target),
+            problem=problem,
+            problem_hidden="" if problem else "hidden",
+        )
+
+    async def overview(self, request: Request) -> Response:
+        return page(
+            "overview.html",
+            title="Actors",
+            script="overview.js",
+            signed_in=self.uses_token,
+            node=self.node,
+        )
+
+    async def actor(self, request: Request) -> Response:
+        actor_id = request.path_params["actor_id"]
+        return page(
+            "actor.html",
+            title=f"Actor {actor_id}",
+            script="actor.js",
+            signed_in=self.uses_token,
+            node=self.node,
+            actor_id=actor_id,
+        )
+
+    async def login_form(self, request: Request) -> Response:
+        try:
+            self.admin.check(request)
+        except AdminUnauthorized:
+            return self.sign_in_page(request.query_params.get("next", _HOME), request)
+        except AdminDenied as exc:
+            return _denied(exc)
+        # Already allowed (signed in, or a loopback client on a server without a token).
+        return RedirectResponse(_safe_next(request.query_params.get("next")), 303)
+
+    async def login(self, request: Request) -> Response:
+        if not self.admin.enabled:
+            return _denied(AdminDenied("The admin surface is turned off on this server."))
+        if not _same_site(request):
+            return _denied(AdminDenied("Sign-in forms are accepted from this server only."))
+        try:
+            form = parse_qs((await read_body(request.scope, request.receive, _MAX_FORM)).decode())
+        except (PerdureError, UnicodeDecodeError):
+            form = {}
+        token = (form.get("token") or [""])[0].strip()
+        target = _safe_next((form.get("next") or [_HOME])[0])
+        if self.admin.token is None:
+            return RedirectResponse(target, 303)  # no token to check: loopback rules apply
+        if not token or not hmac.compare_digest(token.encode(), self.admin.token.encode()):
+            problem = "That is not this server's admin token." if token else "Enter the token."
+            return self.sign_in_page(target, request, status=401, problem=problem)
+        response = RedirectResponse(target, 303)
+        response.set_cookie(
+            ADMIN_COOKIE,
+            token,
+            httponly=True,
+            samesite="strict",
+            path="/",
+            secure=request.url.scheme == "https",
+        )
+        return response
+
+    async def logout(self, request: Request) -> Response:
+        if not _same_site(request):
+            return _denied(AdminDenied("Sign-out forms are accepted from this server only."))
+        response = RedirectResponse(_LOGIN, 303)
+        response.delete_cookie(ADMIN_COOKIE, path="/", httponly=True, samesite="strict")
+        return response
+
+    async def static(self, request: Request) -> Response:
+        # The inspector's scripts and styles hold no data, and the sign-in page needs its
+        # stylesheet: they are refused only where the whole admin surface is.
+        try:
+            self.admin.check(request)
+        except AdminUnauthorized:
+            pass
+        except AdminDenied as exc:
+            return _denied(exc)
+        asset = _asset(request.path_params["name"])
+        if asset is None:
+            return Response("Not found.", 404, media_type="text/plain")
+        headers = {"etag": asset.etag, "cache-control": "no-cache", **_NOSNIFF}
+        if request.headers.get("if-none-match") == asset.etag:
+            return Response(status_code=304, headers=headers)
+        return Response(asset.body, media_type=asset.media_type, headers=headers)
+
+
+_NOSNIFF = {"x-content-type-options": SECURITY_HEADERS["x-content-type-options"]}
+
+
+def _denied(exc: AdminDenied) -> Response:
+    return page(
+        "denied.html",
+        title="Not available",
+        status=exc.status,
+        code=exc.identifier,
+        message=exc.message,
+    )
+
+
+async def _to_home(request: Request) -> Response:
+    return RedirectResponse(_HOME, 308)
+
+
+def ui_routes(runtime: ActorRuntime, admin: AdminAccess) -> list[Route]:
+    """The inspector's routes under ``/ui``, following ``admin``'s access rule."""
+    cluster = runtime.cluster
+    ui = _Inspector(admin, "" if cluster is None else f"node {cluster.node_id}")
+    return [
+        Route("/ui", _to_home, methods=["GET"]),
+        Route("/ui/", ui.guarded(ui.overview), methods=["GET"]),
+        Route("/ui/actors/{actor_id}", ui.guarded(ui.actor), methods=["GET"]),
+        Route(_LOGIN, ui.login_form, methods=["GET"]),
+        Route(_LOGIN, ui.login, methods=["POST"]),
+        Route("/ui/logout", ui.logout, methods=["POST"]),
+        Route("/ui/static/{name}", ui.static, methods=["GET"]),
+    ]

@@ -1,0 +1,399 @@
+// The actor page: summary, state, workflow history, queue, schedules, connections and the
+// operations, kept live by the actor's event feed (Server-Sent Events). Feed events patch
+// what they carry (state, workflow entries, awake) at once; everything else the feed
+// only hints at (queue, schedules, connections, workflow error) is refetched, debounced.
+import { ApiError, api, badge, brief, el, installShortcuts, keyText, parseJson, pretty, showError, timeEl } from "./api.js";
+import { HistoryTable, errorText } from "./workflow.js";
+
+const REFRESH_DELAY_MS = 300;
+const REOPEN_DELAY_MS = 3000;
+const MAX_EVENTS = 50;
+
+const $ = (id) => document.getElementById(id);
+const actorId = $("actor").dataset.actorId;
+const base = `/admin/actors/${encodeURIComponent(actorId)}`;
+
+let gone = false; // destroyed, or never existed
+let feed = null;
+let typeName = null;
+
+const history = new HistoryTable(document.querySelector("#history tbody"), $("history-empty"), replayFrom);
+
+function announce(text) {
+  $("announce").textContent = text;
+}
+
+// ---- rendering ------------------------------------------------------------------------
+
+function renderActor(actor) {
+  const title = `${actor.name} · ${keyText(actor.key)}`;
+  $("actor-title").textContent = title;
+  $("crumb").textContent = title;
+  document.title = `${title} · perdure inspector`;
+  $("s-name").textContent = actor.name;
+  $("s-key").textContent = keyText(actor.key);
+  $("s-created").replaceChildren(timeEl(actor.created_at));
+  $("s-alarm").replaceChildren(timeEl(actor.wake_at));
+  renderAwake(actor.awake);
+  if (typeName !== actor.name) {
+    typeName = actor.name;
+    loadTypeInfo();
+  }
+}
+
+function renderAwake(awake) {
+  badge($("awake"), awake ? "awake" : "asleep");
+}
+
+function renderState(state) {
+  $("state").textContent = pretty(state);
+}
+
+function renderWorkflowStatus(workflow) {
+  badge($("wf-status"), workflow.status);
+  $("wf-retry").hidden = workflow.status !== "failed";
+  if ("error" in workflow) {
+    $("wf-error").hidden = !workflow.error;
+    $("wf-error").textContent = workflow.error ? errorText(workflow.error) : "";
+  }
+  if ("output" in workflow) {
+    const done = workflow.status === "completed";
+    $("wf-output-box").hidden = !done;
+    $("wf-output").textContent = done ? pretty(workflow.output) : "";
+  }
+}
+
+function renderWorkflow(workflow) {
+  $("workflow").hidden = !workflow;
+  if (!workflow) return;
+  renderWorkflowStatus(workflow);
+  history.reconcile(workflow.history);
+}
+
+/** Fill the list `#name` (with its `#name-count` and `#name-empty` companions). */
+function listInto(name, items, render) {
+  $(name).replaceChildren(...items.map(render));
+  $(`${name}-count`).textContent = items.length ? `(${items.length})` : "";
+  $(`${name}-empty`).hidden = items.length > 0;
+}
+
+function renderQueue(queue) {
+  listInto("queue", queue, (message) =>
+    el(
+      "li",
+      {},
+      el("strong", {}, message.name),
+      ` #${message.id} `,
+      message.held ? el("span", { class: "badge status-held" }, "held") : null,
+      " ",
+      timeEl(message.created_at),
+      el("code", { class: "block", title: JSON.stringify(message.body) }, brief(message.body, 120)),
+    ),
+  );
+}
+
+function cadence(schedule) {
+  if (schedule.kind === "cron") return `cron ${schedule.expression} (${schedule.timezone || "UTC"})`;
+  if (schedule.kind === "every") return `every ${schedule.interval_ms / 1000} s`;
+  return "once";
+}
+
+function fireRow(fire) {
+  return el(
+    "tr",
+    {},
+    el("td", { class: "num" }, fire.seq),
+    el("td", {}, timeEl(fire.scheduled_at)),
+    el("td", {}, timeEl(fire.fired_at)),
+    el("td", {}, el("span", { class: `badge status-${fire.result}` }, fire.result)),
+    el("td", {}, fire.error ? errorText(fire.error) : ""),
+  );
+}
+
+function scheduleItem(schedule) {
+  const label = schedule.name || schedule.id;
+  const fires = schedule.history || [];
+  const cancel = el("button", { type: "button", class: "small", "aria-label": `Cancel schedule ${label}`, onclick: () => cancelSchedule(schedule, label) }, "Cancel");
+  return el(
+    "li",
+    { dataset: { scheduleId: schedule.id } },
+    el("div", { class: "row" }, el("strong", {}, label), el("span", { class: "badge" }, schedule.kind), el("span", { class: "spacer" }), cancel),
+    el("div", {}, el("code", {}, `${schedule.action}(${brief(schedule.args, 60).slice(1, -1)})`), ` · ${cadence(schedule)}`),
+    el("div", { class: "muted" }, "next ", timeEl(schedule.run_at), " · last ", timeEl(schedule.last_run_at)),
+    fires.length
+      ? el(
+          "details",
+          {},
+          el("summary", {}, `Fire history (${fires.length})`),
+          el(
+            "table",
+            { class: "grid compact" },
+            el("thead", {}, el("tr", {}, ["#", "Scheduled", "Fired", "Result", "Error"].map((h) => el("th", { scope: "col" }, h)))),
+            el("tbody", {}, fires.slice().reverse().map(fireRow)),
+          ),
+        )
+      : null,
+  );
+}
+
+function renderConnections(connections) {
+  listInto("connections", connections, (conn) =>
+    el(
+      "li",
+      {},
+      el("code", {}, conn.id),
+      conn.subscriptions.length ? ` · subscribed to ${conn.subscriptions.join(", ")}` : "",
+      el("div", { class: "muted" }, `params ${brief(conn.params, 60)} · state ${brief(conn.state, 60)}`),
+    ),
+  );
+}
+
+function renderSnapshot(data) {
+  renderActor(data.actor);
+  renderState(data.state);
+  renderWorkflow(data.workflow);
+  renderQueue(data.queue);
+  listInto("schedules", data.schedules, scheduleItem);
+  renderConnections(data.connections);
+}
+
+// ---- loading ----------------------------------------------------------------------------
+
+let refreshTimer = null;
+let refreshing = null;
+
+async function loadSnapshot() {
+  try {
+    renderSnapshot(await api("GET", base));
+    if (!gone) showError($("banner"), null);
+  } catch (error) {
+    if (error instanceof ApiError && error.status === 404) markGone(error.message);
+    else showError($("banner"), error);
+  }
+}
+
+/** Refetch the snapshot soon; calls in a burst of feed events share one request. */
+function scheduleRefresh(delay = REFRESH_DELAY_MS) {
+  if (gone || refreshTimer !== null) return;
+  refreshTimer = setTimeout(async () => {
+    if (refreshing) await refreshing;
+    refreshTimer = null;
+    refreshing = loadSnapshot();
+    await refreshing;
+    refreshing = null;
+  }, delay);
+}
+
+async function loadTypeInfo() {
+  try {
+    const overview = await api("GET", "/admin/overview");
+    const type = overview.types.find((t) => t.name === typeName);
+    if (!type) return;
+    $("action-names").replaceChildren(...type.actions.map((name) => el("option", { value: name })));
+    $("queue-names").replaceChildren(...type.queues.map((name) => el("option", { value: name })));
+  } catch {
+    // Only suggestions for the forms: the page works without them.
+  }
+}
+
+// ---- the live feed ---------------------------------------------------------------------
+
+function setFeedState(text, live) {
+  $("feed-state").textContent = text;
+  $("feed-state").classList.toggle("live", live);
+}
+
+function onFeed(type, handler) {
+  feed.addEventListener(type, (message) => {
+    try {
+      handler(JSON.parse(message.data));
+    } catch (error) {
+      console.error(`bad ${type} event`, error);
+    }
+  });
+}
+
+function openFeed() {
+  if (gone) return;
+  let opened = false;
+  feed = new EventSource(`${base}/feed`);
+  feed.addEventListener("open", () => {
+    setFeedState("live", true);
+    // Whatever changed while the feed was down is only in a fresh snapshot.
+    if (opened) scheduleRefresh(0);
+    opened = true;
+  });
+  feed.addEventListener("error", () => {
+    if (gone) return;
+    if (feed.readyState === EventSource.CLOSED) {
+      // Refused (not found, signed out…) or broken: the snapshot says why; try again later.
+      setFeedState("disconnected", false);
+      loadSnapshot();
+      setTimeout(openFeed, REOPEN_DELAY_MS);
+    } else {
+      setFeedState("reconnecting…", false);
+    }
+  });
+  onFeed("state", (data) => {
+    renderState(data.state);
+    announce("State changed.");
+  });
+  onFeed("event", addEvent);
+  onFeed("workflow", (data) => {
+    $("workflow").hidden = false;
+    renderWorkflowStatus({ status: data.status });
+    history.remove(data.deleted || []);
+    const changed = history.upsert(data.history || []);
+    announce(`Workflow ${data.status}; ${changed} history entr${changed === 1 ? "y" : "ies"} changed.`);
+    scheduleRefresh(); // the workflow error and output, the queue the workflow consumed
+  });
+  onFeed("connection", () => scheduleRefresh());
+  onFeed("lifecycle", (data) => {
+    if (data.destroyed) {
+      markGone("This actor was destroyed.");
+      return;
+    }
+    renderAwake(data.awake);
+    scheduleRefresh();
+  });
+}
+
+function addEvent(data) {
+  const list = $("events");
+  list.prepend(el("li", {}, timeEl(Date.now()), " ", el("strong", {}, data.name), " ", el("code", {}, brief(data.args, 100))));
+  while (list.children.length > MAX_EVENTS) list.lastElementChild.remove();
+  $("events-empty").hidden = true;
+}
+
+/** The actor no longer exists: say so, stop the feed, disable the operations. */
+function markGone(message) {
+  gone = true;
+  if (feed) feed.close();
+  setFeedState("closed", false);
+  const banner = $("banner");
+  banner.replaceChildren(message, " ", el("a", { href: "/ui/" }, "Back to the actor list"));
+  banner.hidden = false;
+  for (const control of document.querySelectorAll(".columns button, .columns input, .columns textarea")) control.disabled = true;
+  announce(message);
+}
+
+// ---- operations -------------------------------------------------------------------------
+
+const dialog = $("confirm");
+
+/** Ask in a modal dialog; resolves true only for the confirm button. */
+function confirmDialog(title, text, okLabel) {
+  const opener = document.activeElement;
+  $("confirm-title").textContent = title;
+  $("confirm-text").textContent = text;
+  $("confirm-ok").textContent = okLabel;
+  dialog.returnValue = "";
+  return new Promise((resolve) => {
+    dialog.addEventListener(
+      "close",
+      () => {
+        if (opener instanceof HTMLElement && opener.isConnected) opener.focus();
+        resolve(dialog.returnValue === "ok");
+      },
+      { once: true },
+    );
+    dialog.showModal();
+  });
+}
+
+/** Run `call` with `button` disabled, showing an error in `errorBox` if it fails. */
+async function operate(button, errorBox, call) {
+  showError(errorBox, null);
+  button.disabled = true;
+  try {
+    return await call();
+  } catch (error) {
+    showError(errorBox, error);
+    return undefined;
+  } finally {
+    button.disabled = gone;
+  }
+}
+
+function formParts(form) {
+  return { button: form.querySelector("button[type=submit]"), errorBox: form.querySelector(".error"), result: form.querySelector(".result") };
+}
+
+$("action-form").addEventListener("submit", async (event) => {
+  event.preventDefault();
+  const { button, errorBox, result } = formParts(event.target);
+  result.hidden = true;
+  const output = await operate(button, errorBox, async () => {
+    const args = parseJson($("action-args").value, "Arguments");
+    if (!Array.isArray(args)) throw new Error("Arguments must be a JSON array, e.g. [1, \"two\"].");
+    const name = $("action-name").value.trim();
+    return api("POST", `${base}/actions/${encodeURIComponent(name)}`, { args });
+  });
+  if (output === undefined) return;
+  result.textContent = `→ ${pretty(output.output)}`;
+  result.hidden = false;
+  scheduleRefresh();
+});
+
+$("queue-form").addEventListener("submit", async (event) => {
+  event.preventDefault();
+  const { button, errorBox, result } = formParts(event.target);
+  result.hidden = true;
+  const answer = await operate(button, errorBox, async () => {
+    const body = parseJson($("queue-body").value, "Body");
+    const wait = $("queue-wait").checked;
+    const name = $("queue-name").value.trim();
+    return api("POST", `${base}/queues/${encodeURIComponent(name)}`, { body, wait, timeout: wait ? 30 : null });
+  });
+  if (answer === undefined) return;
+  result.textContent = answer.response === undefined || answer.response === null ? answer.status : `${answer.status} → ${pretty(answer.response)}`;
+  result.hidden = false;
+  scheduleRefresh();
+});
+
+$("wf-retry").addEventListener("click", async (event) => {
+  const answer = await operate(event.currentTarget, $("wf-op-error"), () => api("POST", `${base}/workflow/retry`));
+  if (answer === undefined) return;
+  renderWorkflowStatus(answer.workflow);
+  announce(`Workflow retried: ${answer.workflow.status}.`);
+  scheduleRefresh();
+});
+
+async function replayFrom(entry) {
+  const later = [...document.querySelectorAll("#history tbody tr")].filter((row) => Number(row.dataset.seq) > entry.seq).length;
+  const ok = await confirmDialog(
+    "Replay the workflow?",
+    `The entry ${entry.location} and the ${later} entr${later === 1 ? "y" : "ies"} recorded after it are deleted, and the workflow runs again from there.`,
+    "Replay",
+  );
+  if (!ok) return;
+  const answer = await operate($("wf-retry"), $("wf-op-error"), () => api("POST", `${base}/workflow/replay`, { from: entry.location }));
+  if (answer === undefined) return;
+  renderWorkflowStatus(answer.workflow);
+  announce(`Workflow replayed from ${entry.location}: ${answer.workflow.status}.`);
+  scheduleRefresh();
+}
+
+async function cancelSchedule(schedule, label) {
+  const item = document.querySelector(`#schedules li[data-schedule-id="${CSS.escape(schedule.id)}"]`);
+  const answer = await operate(item.querySelector("button"), $("sched-error"), () => api("DELETE", `${base}/schedules/${encodeURIComponent(schedule.id)}`));
+  if (answer === undefined) return;
+  announce(`Schedule ${label} cancelled.`);
+  scheduleRefresh(0);
+}
+
+$("destroy").addEventListener("click", async (event) => {
+  const button = event.currentTarget;
+  const ok = await confirmDialog(
+    "Destroy this actor?",
+    `${$("actor-title").textContent} (${actorId}) will run on_destroy and lose its state, queue, schedules and workflow history. This cannot be undone.`,
+    "Destroy",
+  );
+  if (!ok) return;
+  const answer = await operate(button, $("destroy-error"), () => api("DELETE", base));
+  if (answer !== undefined) markGone("This actor was destroyed.");
+});
+
+installShortcuts();
+loadSnapshot();
+openFeed();

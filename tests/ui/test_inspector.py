@@ -1,0 +1,241 @@
+"""The inspector in a real browser: find an actor, watch its workflow history grow live,
+retry a failed workflow after fixing its cause, replay from a step, call an action, and
+destroy an actor — against a real ``perdure serve`` (tests/ui/conftest.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
+from selenium.webdriver.support.ui import Select
+
+from tests.support.server import ServerProcess
+
+from .helpers import Api, by_id, history_rows, text_of, wait_until
+
+if TYPE_CHECKING:
+    from selenium.webdriver.chrome.webdriver import WebDriver
+
+
+def _open_actor(browser: WebDriver, server: ServerProcess, actor_id: str) -> None:
+    browser.get(f"{server.url}/ui/actors/{actor_id}")
+    wait_until(browser, lambda d: text_of(d, "feed-state") == "live", "the live feed")
+    # A marker that a reload would wipe: the page must update without one.
+    browser.execute_script("window.perdureProbe = 'same page';")
+
+
+def _same_page(browser: WebDriver) -> bool:
+    return bool(browser.execute_script("return window.perdureProbe === 'same page';"))
+
+
+def _entry(browser: WebDriver, location: str) -> dict[str, str]:
+    return next((row for row in history_rows(browser) if row["location"] == location), {})
+
+
+def _records(browser: WebDriver) -> list[dict[str, str]]:
+    return [row for row in history_rows(browser) if row["location"].endswith("/record")]
+
+
+def test_find_an_actor_by_search(
+    browser: WebDriver, server: ServerProcess, api: Api, tag: str
+) -> None:
+    wanted = api.create("notes", f"{tag}-alpha")
+    api.create("notes", f"{tag}-beta")
+    api.create("pipeline", f"other-{tag}")
+    browser.get(f"{server.url}/ui/")
+    wait_until(browser, lambda d: "notes" in text_of(d, "types"), "the actor types")
+
+    # `/` jumps to the search box from anywhere on the page.
+    browser.find_element(By.TAG_NAME, "body").send_keys("/")
+    search = by_id(browser, "search")
+    assert browser.switch_to.active_element == search
+    search.send_keys(f"{tag}-al")
+    wait_until(
+        browser,
+        lambda d: (
+            [r.text for r in d.find_elements(By.CSS_SELECTOR, "#actors tbody th")]
+            == [f"{tag}-alpha"]
+        ),
+        "only the matching actor",
+    )
+    # The type filter narrows a search by key to one type.
+    search.clear()
+    search.send_keys(tag + Keys.ENTER)
+    wait_until(
+        browser,
+        lambda d: len(d.find_elements(By.CSS_SELECTOR, "#actors tbody tr")) == 3,
+        "three actors",
+    )
+    Select(by_id(browser, "filter-name")).select_by_value("pipeline")
+    wait_until(
+        browser,
+        lambda d: (
+            [r.text for r in d.find_elements(By.CSS_SELECTOR, "#actors tbody th")]
+            == [f"other-{tag}"]
+        ),
+        "the pipeline actor only",
+    )
+    assert "name=pipeline" in browser.current_url  # the search lives in the URL
+
+    Select(by_id(browser, "filter-name")).select_by_value("")
+    search.clear()
+    search.send_keys(wanted + Keys.ENTER)  # the id matches too
+    link = wait_until(
+        browser,
+        lambda d: d.find_element(By.CSS_SELECTOR, f"#actors tr[data-actor-id='{wanted}'] a"),
+        "the actor found by id",
+    )
+    link.click()
+    wait_until(browser, lambda d: text_of(d, "actor-title") == f"notes · {tag}-alpha", "its page")
+    assert text_of(browser, "s-id") == wanted
+
+
+def test_workflow_history_grows_live(
+    browser: WebDriver, server: ServerProcess, api: Api, tag: str
+) -> None:
+    api.send("pipeline", tag, "jobs", {"n": 1})
+    actor_id = api.create("pipeline", tag)
+    _open_actor(browser, server, actor_id)
+    wait_until(browser, lambda d: len(_records(d)) == 1, "the first record step")
+
+    for n in (2, 3):
+        api.send("pipeline", tag, "jobs", {"n": n})
+        wait_until(browser, lambda d, n=n: len(_records(d)) == n, f"record step {n}")
+    assert all(row["status"] == "completed" for row in _records(browser))
+    # The state arrives by the feed too.
+    wait_until(browser, lambda d: '"n": 3' in text_of(d, "state"), "the state with the third job")
+    assert _same_page(browser), "the page reloaded"
+    assert text_of(browser, "wf-status") == "running"
+
+
+def test_retry_a_failed_workflow_after_fixing_its_cause(
+    browser: WebDriver, server: ServerProcess, api: Api, gates: Path, tag: str
+) -> None:
+    gate = gates / tag
+    gate.write_text("closed")
+    api.send("pipeline", tag, "jobs", {"n": 1})
+    api.send("pipeline", tag, "jobs", {"finish": tag})
+    actor_id = api.create("pipeline", tag)
+    _open_actor(browser, server, actor_id)
+
+    wait_until(browser, lambda d: text_of(d, "wf-status") == "failed", "the workflow to fail")
+    retry = by_id(browser, "wf-retry")
+    assert retry.is_displayed()
+    wait_until(browser, lambda d: "is closed" in text_of(d, "wf-error"), "the workflow error")
+    failed = _entry(browser, "check-gate")
+    assert failed["status"] != "completed"
+    assert "is closed" in failed["detail"]
+    assert failed["attempts"] != ""
+
+    gate.unlink()  # the fix
+    retry.click()
+    wait_until(
+        browser, lambda d: text_of(d, "wf-status") == "completed", "the workflow to complete"
+    )
+    wait_until(
+        browser,
+        lambda d: any(
+            r["location"] == "finish" and r["status"] == "completed" for r in history_rows(d)
+        ),
+        "the finish step",
+    )
+    checked = _entry(browser, "check-gate")
+    assert checked["status"] == "completed"
+    assert not by_id(browser, "wf-retry").is_displayed()
+    assert _same_page(browser)
+
+
+def test_replay_from_a_step(browser: WebDriver, server: ServerProcess, api: Api, tag: str) -> None:
+    api.send("pipeline", tag, "jobs", {"finish": tag})
+    actor_id = api.create("pipeline", tag)
+    _open_actor(browser, server, actor_id)
+    wait_until(
+        browser, lambda d: text_of(d, "wf-status") == "completed", "the workflow to complete"
+    )
+    wait_until(browser, lambda d: '"finished": 1' in text_of(d, "state"), "one finish")
+
+    button = browser.find_element(By.CSS_SELECTOR, "#history tr[data-location='check-gate'] button")
+    assert button.get_attribute("aria-label") == "Replay from check-gate"
+    button.click()
+    dialog = by_id(browser, "confirm")
+    wait_until(browser, lambda d: dialog.is_displayed(), "the confirmation")
+    assert "check-gate" in text_of(browser, "confirm-text")
+    by_id(browser, "confirm-ok").click()
+    wait_until(browser, lambda d: not dialog.is_displayed(), "the dialog to close")
+    # The steps from check-gate on ran again (the state is not rewound: finish counts).
+    wait_until(browser, lambda d: '"finished": 2' in text_of(d, "state"), "finish to run again")
+    wait_until(browser, lambda d: text_of(d, "wf-status") == "completed", "the replayed workflow")
+    assert by_id(browser, "wf-op-error").get_attribute("hidden") is not None
+    assert _same_page(browser)
+
+
+def test_actions_and_their_errors(
+    browser: WebDriver, server: ServerProcess, api: Api, tag: str
+) -> None:
+    actor_id = api.create("notes", tag)
+    _open_actor(browser, server, actor_id)
+    form = by_id(browser, "action-form")
+
+    by_id(browser, "action-name").send_keys("add")
+    args = by_id(browser, "action-args")
+    args.clear()
+    args.send_keys('["first"]')
+    form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    wait_until(
+        browser, lambda d: form.find_element(By.CSS_SELECTOR, ".result").text == "→ 1", "the output"
+    )
+    wait_until(browser, lambda d: '"first"' in text_of(d, "state"), "the new state")
+
+    # An API error shows its group.code and message inline.
+    name = by_id(browser, "action-name")
+    name.clear()
+    name.send_keys("nope")
+    form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    error = form.find_element(By.CSS_SELECTOR, ".error")
+    wait_until(browser, lambda d: error.is_displayed(), "the error")
+    identifier = error.find_element(By.TAG_NAME, "code").text
+    assert "." in identifier
+    assert error.text.startswith(f"{identifier}: ")
+
+    # A schedule shows up and can be cancelled.
+    name.clear()
+    name.send_keys("plan")
+    args.clear()
+    args.send_keys("[]")
+    form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    wait_until(
+        browser,
+        lambda d: len(d.find_elements(By.CSS_SELECTOR, "#schedules li")) == 2,
+        "two schedules",
+    )
+    assert "tidy" in text_of(browser, "schedules")
+    by_id(browser, "schedules").find_element(
+        By.CSS_SELECTOR, "button[aria-label='Cancel schedule tidy']"
+    ).click()
+    wait_until(
+        browser,
+        lambda d: len(d.find_elements(By.CSS_SELECTOR, "#schedules li")) == 1,
+        "one schedule left",
+    )
+    assert _same_page(browser)
+
+
+def test_destroy_an_actor(browser: WebDriver, server: ServerProcess, api: Api, tag: str) -> None:
+    actor_id = api.create("notes", tag)
+    _open_actor(browser, server, actor_id)
+
+    by_id(browser, "destroy").click()
+    dialog = by_id(browser, "confirm")
+    wait_until(browser, lambda d: dialog.is_displayed(), "the confirmation")
+    by_id(browser, "confirm-cancel").click()  # changing one's mind keeps the actor
+    wait_until(browser, lambda d: not dialog.is_displayed(), "the dialog to close")
+    assert api.details(actor_id).status_code == 200
+
+    by_id(browser, "destroy").click()
+    wait_until(browser, lambda d: dialog.is_displayed(), "the confirmation")
+    by_id(browser, "confirm-ok").click()
+    wait_until(browser, lambda d: "destroyed" in text_of(d, "banner"), "the destroyed banner")
+    assert not by_id(browser, "destroy").is_enabled()
+    assert api.details(actor_id).status_code == 404
