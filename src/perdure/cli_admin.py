@@ -231,10 +231,12 @@ def _refusal(response: httpx.Response, request: str) -> AdminCliError:
 def _access_hint(status: int, message: str) -> str | None:
     if status == 401:
         return "pass the server's admin token with --token TOKEN (or PERDURE_ADMIN_TOKEN)"
-    if status == 403 and "--no-admin" not in message:
+    # Other refusals (--no-admin, a foreign Origin) say all there is to say themselves.
+    if status == 403 and "loopback" in message:
         return (
-            "without an admin token the server answers only its own host: run this command "
-            "there, or start the server with --admin-token and pass it here with --token"
+            "run this command on the server's host with a loopback --url "
+            "(http://127.0.0.1:PORT), or start the server with --admin-token and pass the "
+            "token here with --token"
         )
     return None
 

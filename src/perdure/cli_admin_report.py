@@ -166,10 +166,12 @@ def _workflow_summary(flow: Mapping[str, Json]) -> list[str]:
 
 def _entry_status(entry: Mapping[str, Json], now_ms: float) -> str:
     status = str(entry.get("status", ""))
+    if status == "completed":
+        return status
     if entry.get("retry_at") is not None:
         return f"{status} (retry {_relative(entry['retry_at'] - now_ms)})"
-    if entry.get("deadline") is not None and status not in ("completed", "done"):
-        return f"{status} (until {_relative(entry['deadline'] - now_ms)})"
+    if entry.get("deadline") is not None:
+        return f"{status} (deadline {_relative(entry['deadline'] - now_ms)})"
     return status
 
 

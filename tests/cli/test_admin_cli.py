@@ -3,9 +3,11 @@
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import pty
+import socket
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -239,6 +241,43 @@ def test_a_server_with_a_token_wants_it(tmp_path: Path) -> None:
         assert '"count": 7' in cli.ok("inspect", "counter", "main", "--token", "s3cret")
         by_env = cli.ok("inspect", "counter", "main", env={"PERDURE_ADMIN_TOKEN": "s3cret"})
         assert '"count": 7' in by_env
+    finally:
+        server.kill()
+
+
+def _outward_address() -> str | None:
+    """This machine's address on its default route, if it has one (no packet is sent)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.connect(("198.51.100.1", 9))  # TEST-NET-2: only picks the route
+        except OSError:
+            return None
+        address = str(probe.getsockname()[0])
+    return None if ipaddress.ip_address(address).is_loopback else address
+
+
+def test_without_a_token_only_loopback_may_inspect(tmp_path: Path) -> None:
+    address = _outward_address()
+    if address is None:
+        pytest.skip("this machine has no address but loopback")
+    server = start_server(tmp_path / "data", tmp_path / "work", ["--host", "0.0.0.0"])
+    try:
+        _counter(server, "main", 1)
+        refused = Cli(f"http://{address}:{server.port}").fails("inspect", "counter", "main")
+        assert "(admin.forbidden)" in refused
+        assert "on the server's host with a loopback --url" in refused
+        assert '"count": 1' in Cli(server.url).ok("inspect", "counter", "main")
+    finally:
+        server.kill()
+
+
+def test_a_server_without_admin_says_so(tmp_path: Path) -> None:
+    server = start_server(tmp_path / "data", tmp_path / "work", ["--no-admin"])
+    try:
+        _counter(server, "main", 1)
+        refused = Cli(server.url).fails("inspect", "counter", "main")
+        assert "turned off on this server (--no-admin). (admin.forbidden)" in refused
+        assert "--token" not in refused  # no hint that could not help
     finally:
         server.kill()
 
