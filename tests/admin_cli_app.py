@@ -7,6 +7,8 @@
   in the directory named by ``PERDURE_ADMIN_CLI_DIR`` (a test removes it to "fix the
   cause" and retries); every step appends a line to ``runs-<key>-<step>`` there, so a
   test counts how often each step ran (a replay reruns the steps from the one it names).
+- ``waiter``: a workflow that runs a step, then waits for a message on ``go`` (with a
+  deadline an hour away): a workflow that keeps running.
 """
 
 from __future__ import annotations
@@ -60,6 +62,12 @@ async def _run_job(ctx: WorkflowContext) -> dict[str, Any]:
     return {"fetched": fetched, "finish_runs": runs}
 
 
+async def _run_waiter(ctx: WorkflowContext) -> Any:
+    await ctx.step("first", _count_run)
+    message = await ctx.queue.next("wait-go", names="go", timeout=3600)
+    return message.body
+
+
 def _increment(c: ActionContext, amount: int = 1) -> int:
     c.state["count"] += amount
     return int(c.state["count"])
@@ -98,4 +106,11 @@ job = workflow(
     actions={"getState": lambda c: c.state},
 )
 
-registry = setup(use={"counter": counter, "job": job})
+waiter = workflow(
+    state={},
+    queues={"go": queue_definition()},
+    run=_run_waiter,
+    actions={"getState": lambda c: c.state},
+)
+
+registry = setup(use={"counter": counter, "job": job, "waiter": waiter})

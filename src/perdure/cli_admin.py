@@ -13,7 +13,7 @@ actor with the empty key. The name and key are resolved to the actor's id with t
 management API (``GET /actors?name=&key=``) first.
 
 Exit status: 0 done; 1 the server refused (``perdure: error: MESSAGE (group.code)`` on
-stderr), could not be reached, or the user declined; 2 a usage error.
+stderr), could not be reached, or the user declined; 2 a usage error; 130 interrupted.
 
 This module is the HTTP client side only (httpx and :mod:`perdure.keys`): it imports no
 engine module, and import-linter's "Clients load no engine module" contract holds it to
@@ -167,6 +167,10 @@ def run_admin_command(args: argparse.Namespace) -> int:
         if exc.hint:
             print(f"perdure: {exc.hint}", file=sys.stderr)
         return exc.status
+    except KeyboardInterrupt:
+        # Ctrl-C while waiting for a server or a workflow: what was sent stays done.
+        print(file=sys.stderr)
+        return 130
 
 
 class AdminApi:

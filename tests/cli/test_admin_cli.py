@@ -7,6 +7,7 @@ import ipaddress
 import json
 import os
 import pty
+import re
 import socket
 import subprocess
 from pathlib import Path
@@ -164,6 +165,21 @@ def test_replay_from_a_step_reruns_it_and_what_follows(
     assert _runs(work_dir, key, "prepare") == 1
     assert _runs(work_dir, key, "fetch") == 2
     assert _runs(work_dir, key, "finish") == 2
+
+
+def test_a_workflow_still_running_after_the_wait_is_shown_as_it_is(
+    server: ServerProcess, cli: Cli, work_dir: Path, key: str
+) -> None:
+    with Client(server.url) as client:
+        client.waiter.get_or_create(key).getState()
+    wait_for(lambda: _runs(work_dir, key, "first") == 1, what="the waiter's first step")
+    done = cli.ok("workflow", "replay", "waiter", key, "--from", "first", "--wait", "0.5")
+    assert "workflow: running" in done
+    assert "(still running after 0.5 s: `perdure workflow status` shows it later)" in done
+    wait_row = next(line for line in done.splitlines() if line.strip().startswith("wait-go"))
+    assert wait_row.split()[:3] == ["wait-go", "message", "pending"]
+    assert re.search(r"pending \(deadline in \d+m\) +-$", wait_row)  # an hour away, give or take
+    wait_for(lambda: _runs(work_dir, key, "first") == 2, what="the replayed first step")
 
 
 def test_workflow_operations_the_api_refuses_exit_1(
