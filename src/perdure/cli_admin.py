@@ -268,10 +268,22 @@ def _resolve(api: AdminApi, args: argparse.Namespace) -> Actor:
     answer = api.call("GET", "/actors", params={"name": args.name, "key": serialize_key(key)})
     actors = answer.get("actors") if isinstance(answer, dict) else None
     if not actors:
+        _check_name(api, args.name)
         raise AdminCliError(
             f"no actor {actor_label(args.name, key)} on the server at {api.url} (actor.not_found)"
         )
     return Actor(str(actors[0]["actor_id"]), args.name, key)
+
+
+def _check_name(api: AdminApi, name: str) -> None:
+    """Say so when the server has no actor type ``name`` at all (a typo, most likely)."""
+    answer = api.call("GET", "/actors/names")
+    names = sorted(answer.get("names") or {}) if isinstance(answer, dict) else []
+    if names and name not in names:
+        raise AdminCliError(
+            f"the server at {api.url} has no actor type {name!r} (actor.unknown_name)",
+            hint=f"its actor types: {', '.join(names)}",
+        )
 
 
 def _print_json(value: Json) -> None:

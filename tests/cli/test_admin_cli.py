@@ -106,6 +106,12 @@ def test_inspect_of_a_missing_actor_exits_1(cli: Cli, key: str) -> None:
     assert "(actor.not_found)" in done
 
 
+def test_an_unknown_actor_type_is_named_with_the_known_ones(cli: Cli) -> None:
+    refused = cli.fails("inspect", "countr", "main")
+    assert "has no actor type 'countr' (actor.unknown_name)" in refused
+    assert "perdure: its actor types: counter, job, waiter" in refused
+
+
 # ---------------------------------------------------------------------- workflows
 
 
