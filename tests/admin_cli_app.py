@@ -7,6 +7,7 @@
   in the directory named by ``PERDURE_ADMIN_CLI_DIR`` (a test removes it to "fix the
   cause" and retries); every step appends a line to ``runs-<key>-<step>`` there, so a
   test counts how often each step ran (a replay reruns the steps from the one it names).
+- ``sleepy``: a plain actor that falls asleep 0.3 s after its last request.
 - ``waiter``: a workflow that runs a step, then waits for a message on ``go`` (with a
   deadline an hour away): a workflow that keeps running.
 """
@@ -106,6 +107,12 @@ job = workflow(
     actions={"getState": lambda c: c.state},
 )
 
+sleepy = actor(
+    state={"count": 0},
+    actions={"increment": _increment},
+    options={"sleep_timeout": 0.3},
+)
+
 waiter = workflow(
     state={},
     queues={"go": queue_definition()},
@@ -113,4 +120,4 @@ waiter = workflow(
     actions={"getState": lambda c: c.state},
 )
 
-registry = setup(use={"counter": counter, "job": job, "waiter": waiter})
+registry = setup(use={"counter": counter, "job": job, "sleepy": sleepy, "waiter": waiter})

@@ -109,7 +109,24 @@ def test_inspect_of_a_missing_actor_exits_1(cli: Cli, key: str) -> None:
 def test_an_unknown_actor_type_is_named_with_the_known_ones(cli: Cli) -> None:
     refused = cli.fails("inspect", "countr", "main")
     assert "has no actor type 'countr' (actor.unknown_name)" in refused
-    assert "perdure: its actor types: counter, job, waiter" in refused
+    assert "perdure: its actor types: counter, job, sleepy, waiter" in refused
+
+
+def test_inspecting_an_asleep_actor_leaves_it_asleep(
+    server: ServerProcess, cli: Cli, key: str
+) -> None:
+    with Client(server.url) as client:
+        client.sleepy.get_or_create(key).increment(2)
+
+    def asleep() -> bool:
+        return not json.loads(cli.ok("inspect", "sleepy", key, "--json"))["actor"]["awake"]
+
+    wait_for(asleep, what="the actor to fall asleep")
+    for _ in range(2):  # the first look did not wake it for the second
+        report = cli.ok("inspect", "sleepy", key).splitlines()
+        assert "  status      asleep" in report
+        assert '    "count": 2' in report  # its stored state
+        assert "connections: none" in report
 
 
 # ---------------------------------------------------------------------- workflows
