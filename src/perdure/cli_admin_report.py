@@ -19,6 +19,7 @@ __all__ = ["actor_label", "inspect_report", "workflow_lines"]
 Json = Any
 _BODY_WIDTH = 60  # queue bodies, arguments and outputs are cut to this many characters
 _LAST_FIRES = 5  # fires shown per schedule (--json has them all)
+_ROWS_SHOWN = 20  # connections and queued messages listed (the oldest first)
 
 
 def actor_label(name: str, key: Sequence[str]) -> str:
@@ -59,10 +60,10 @@ def _connections(detail: Mapping[str, Json], now_ms: float) -> list[str]:
             _compact(c.get("state")),
             _join(c.get("subscriptions")),
         ]
-        for c in connections
+        for c in connections[:_ROWS_SHOWN]
     )
     head = ["ID", "PARAMS", "STATE", "SUBSCRIPTIONS"]
-    return [f"connections ({len(connections)})", *_table(head, rows)]
+    return [f"connections ({len(connections)})", *_table(head, rows), *_more(connections)]
 
 
 def _queue(detail: Mapping[str, Json], now_ms: float) -> list[str]:
@@ -77,13 +78,20 @@ def _queue(detail: Mapping[str, Json], now_ms: float) -> list[str]:
             "held" if m.get("held") else "",
             _compact(m.get("body")),
         ]
-        for m in messages
+        for m in messages[:_ROWS_SHOWN]
     )
     head = ["ID", "QUEUE", "SENT", "HELD", "BODY"]
     return [
         f"queue ({len(messages)} message{'s' if len(messages) != 1 else ''})",
         *_table(head, rows),
+        *_more(messages),
     ]
+
+
+def _more(items: Sequence[Json]) -> list[str]:
+    """The line that says how many rows were left out, if any were."""
+    left = len(items) - _ROWS_SHOWN
+    return [f"  … and {left} more (--json lists them all)"] if left > 0 else []
 
 
 def _schedules(detail: Mapping[str, Json], now_ms: float) -> list[str]:

@@ -127,7 +127,7 @@ def test_the_workflow_history_is_an_aligned_table() -> None:
     fetch = next(row for row in table if row.strip().startswith("fetch"))
     assert fetch.split()[1:4] == ["step", "exhausted", "2"]
     assert fetch.endswith("Blocked upstream. (user.blocked)")  # one line
-    assert "pending (until in 42s)" in next(r for r in table if "loop/~0/wait" in r)
+    assert "pending (deadline in 42s)" in next(r for r in table if "loop/~0/wait" in r)
     retrying = next(r for r in table if r.strip().startswith("retrying"))
     assert "failed (retry in 2h 5m)" in retrying
     assert retrying.endswith("(before) old")
@@ -158,3 +158,14 @@ def test_an_empty_actor_says_so() -> None:
 )
 def test_actor_labels(key: list[str], label: str) -> None:
     assert actor_label("a", key) == label
+
+
+def test_long_lists_are_cut_with_a_count_of_the_rest() -> None:
+    message = DETAIL["queue"][0]
+    detail = DETAIL | {"queue": [message | {"id": n} for n in range(1, 26)]}
+    lines = inspect_report(detail, now_ms=NOW)
+    start = lines.index("queue (25 messages)")
+    assert [line.split()[0] for line in lines[start + 2 : start + 22]] == [
+        str(n) for n in range(1, 21)
+    ]
+    assert lines[start + 22] == "  … and 5 more (--json lists them all)"
