@@ -1,6 +1,7 @@
 """The registry the inspector UI tests serve: ``perdure serve tests.ui_app:registry``.
 
-- ``notes``: a plain actor (state, an action, a one-shot schedule and a cron job);
+- ``notes``: a plain actor (state, actions, a one-shot schedule and cron jobs, one of
+  them quick, and a queue nothing consumes);
 - ``pipeline``: a workflow. Each message on ``jobs`` is recorded by a ``record`` step in
   a loop; a message ``{"finish": GATE}`` ends the loop, and the ``check-gate`` step then
   fails while a file named GATE exists in the directory ``PERDURE_UI_GATES`` names
@@ -34,9 +35,15 @@ async def _plan(c: Any) -> str:
     return await c.schedule.after(3600, "add", "later")
 
 
+async def _tick(c: Any) -> None:
+    await c.cron.every(name="tick", interval=0.3, action="add", args=["tick"], max_history=3)
+
+
 notes = actor(
     state={"notes": []},
-    actions={"add": _add, "fail": _fail, "plan": _plan},
+    queues={"inbox": queue()},  # nothing consumes it: its messages stay to be seen
+    actions={"add": _add, "fail": _fail, "plan": _plan, "tick": _tick},
+    options={"min_cron_interval": 0.1},  # so that a test sees a cron job fire soon
 )
 
 

@@ -4,6 +4,7 @@ destroy an actor — against a real ``perdure serve`` (tests/ui/conftest.py)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -34,6 +35,12 @@ def _entry(browser: WebDriver, location: str) -> dict[str, str]:
     return next((row for row in history_rows(browser) if row["location"] == location), {})
 
 
+def _type_row(name: str) -> Callable[[WebDriver], list[str]]:
+    """The overview's cells for type ``name`` (its rows are redrawn as counts refresh)."""
+    path = f"//table[@id='types']//tr[th/a[text()='{name}']]/td"
+    return lambda d: [cell.text for cell in d.find_elements(By.XPATH, path)]
+
+
 def _records(browser: WebDriver) -> list[dict[str, str]]:
     return [row for row in history_rows(browser) if row["location"].endswith("/record")]
 
@@ -46,6 +53,11 @@ def test_find_an_actor_by_search(
     api.create("pipeline", f"other-{tag}")
     browser.get(f"{server.url}/ui/")
     wait_until(browser, lambda d: "notes" in text_of(d, "types"), "the actor types")
+    # Each type with its kind and counts (other tests' actors count too).
+    kind, total, awake = wait_until(browser, _type_row("notes"), "the notes type's row")
+    assert kind == "actor"
+    assert int(total) >= 2
+    assert 0 <= int(awake) <= int(total)
 
     # `/` jumps to the search box from anywhere on the page.
     browser.find_element(By.TAG_NAME, "body").send_keys("/")
@@ -219,6 +231,52 @@ def test_actions_and_their_errors(
         lambda d: len(d.find_elements(By.CSS_SELECTOR, "#schedules li")) == 1,
         "one schedule left",
     )
+
+    # A queue message sent from the page shows up in the queue.
+    by_id(browser, "queue-name").send_keys("inbox")
+    body = by_id(browser, "queue-body")
+    body.clear()
+    body.send_keys('{"hello": "inbox"}')
+    queue_form = by_id(browser, "queue-form")
+    queue_form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    wait_until(browser, lambda d: "hello" in text_of(d, "queue"), "the message in the queue")
+    assert text_of(browser, "queue-count") == "(1)"
+    body.clear()
+    body.send_keys("{not json")
+    queue_form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    error = queue_form.find_element(By.CSS_SELECTOR, ".error")
+    wait_until(browser, lambda d: "not valid JSON" in error.text, "the bad-JSON error")
+    assert _same_page(browser)
+
+
+def test_schedule_fires_show_live(
+    browser: WebDriver, server: ServerProcess, api: Api, tag: str
+) -> None:
+    actor_id = api.create("notes", tag)
+    _open_actor(browser, server, actor_id)
+    api.call(actor_id, "tick")  # a cron job every 0.3 s, keeping its last 3 fires
+    history = "#schedules li[data-schedule-id] summary"
+    wait_until(
+        browser,
+        lambda d: d.find_element(By.CSS_SELECTOR, history).text == "Fire history (3)",
+        "three fires kept",
+    )
+    assert "every 300 ms" in text_of(browser, "schedules")
+    # Opened, the fire history stays open while new fires redraw the list.
+    browser.find_element(By.CSS_SELECTOR, history).click()
+    rows = "#schedules details[open] tbody tr"
+    wait_until(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, rows)) == 3, "the fires")
+    fired = api.details(actor_id).json()["schedules"][0]["last_run_at"]
+    wait_until(
+        browser,
+        lambda d: (
+            api.details(actor_id).json()["schedules"][0]["last_run_at"] != fired
+            and len(d.find_elements(By.CSS_SELECTOR, rows)) == 3
+        ),
+        "a later fire, the history still open",
+    )
+    results = {b.text for b in browser.find_elements(By.CSS_SELECTOR, f"{rows} .badge")}
+    assert results <= {"ok", "running"}
     assert _same_page(browser)
 
 

@@ -125,3 +125,24 @@ def test_loopback_needs_no_token(server: ServerProcess) -> None:
         login = http.get("/ui/login?next=/ui/actors/x", follow_redirects=False)
         assert login.status_code == 303
         assert login.headers["location"] == "/ui/actors/x"
+        # A DNS name pointed at 127.0.0.1 (DNS rebinding) does not count as loopback.
+        rebound = http.get("/ui/", headers={"host": "rebind.example"})
+        assert rebound.status_code == 403
+        assert "admin.forbidden" in rebound.text
+
+
+def test_a_link_from_another_site_asks_to_continue(server: ServerProcess) -> None:
+    # The access rule refuses whatever another site starts, links included: the page
+    # offers the same link, which the browser then follows as this site's own.
+    with httpx.Client(base_url=server.url, timeout=10) as http:
+        followed = http.get(
+            "/ui/?q=orders",
+            headers={"sec-fetch-site": "cross-site", "sec-fetch-mode": "navigate"},
+        )
+        assert followed.status_code == 403
+        assert 'id="continue" href="/ui/?q=orders"' in followed.text
+        fetched = http.get(
+            "/ui/", headers={"sec-fetch-site": "cross-site", "sec-fetch-mode": "cors"}
+        )
+        assert fetched.status_code == 403
+        assert 'id="continue"' not in fetched.text

@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs
 
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
@@ -64,13 +64,14 @@ def _safe_next(target: str | None) -> str:
     return _HOME
 
 
-def _same_site(request: Request) -> bool:
-    """False for a form another site posted (the browser names the origin it came from)."""
+def _cross_site_navigation(request: Request) -> bool:
+    """A link on another site's page opened an inspector page (the access rule refuses
+    every request another site starts; the page then offers the same link to follow)."""
     site = request.headers.get("sec-fetch-site")
-    if site is not None and site not in ("same-origin", "none"):
-        return False
-    origin = request.headers.get("origin")
-    return origin is None or urlsplit(origin).netloc == request.headers.get("host")
+    return request.headers.get("sec-fetch-mode") == "navigate" and site in (
+        "cross-site",
+        "same-site",
+    )
 
 
 class _Inspector:
@@ -91,9 +92,9 @@ class _Inspector:
             try:
                 self.admin.check(request)
             except AdminUnauthorized:
-                return self.sign_in_page(request.url.path, request, status=401)
+                return self.sign_in_page(_here(request), request, status=401)
             except AdminDenied as exc:
-                return _denied(exc)
+                return _refused(request, exc)
             return await handler(request)
 
         return endpoint
@@ -138,15 +139,28 @@ class _Inspector:
         except AdminUnauthorized:
             return self.sign_in_page(request.query_params.get("next", _HOME), request)
         except AdminDenied as exc:
-            return _denied(exc)
+            return _refused(request, exc)
         # Already allowed (signed in, or a loopback client on a server without a token).
         return RedirectResponse(_safe_next(request.query_params.get("next")), 303)
 
+    def refusal(self, request: Request) -> Response | None:
+        """The page refusing a sign-in or sign-out form, or None to go on.
+
+        The access rule checks that the admin surface is on and that this server's own
+        page sent the form (not another site's) before it looks for a token, so a form
+        refused only for lack of a token (AdminUnauthorized) goes on.
+        """
+        try:
+            self.admin.check(request)
+        except AdminUnauthorized:
+            return None
+        except AdminDenied as exc:
+            return _denied(exc)
+        return None
+
     async def login(self, request: Request) -> Response:
-        if not self.admin.enabled:
-            return _denied(AdminDenied("The admin surface is turned off on this server."))
-        if not _same_site(request):
-            return _denied(AdminDenied("Sign-in forms are accepted from this server only."))
+        if (refused := self.refusal(request)) is not None:
+            return refused
         try:
             form = parse_qs((await read_body(request.scope, request.receive, _MAX_FORM)).decode())
         except (PerdureError, UnicodeDecodeError):
@@ -170,8 +184,8 @@ class _Inspector:
         return response
 
     async def logout(self, request: Request) -> Response:
-        if not _same_site(request):
-            return _denied(AdminDenied("Sign-out forms are accepted from this server only."))
+        if (refused := self.refusal(request)) is not None:
+            return refused
         response = RedirectResponse(_LOGIN, 303)
         response.delete_cookie(ADMIN_COOKIE, path="/", httponly=True, samesite="strict")
         return response
@@ -195,6 +209,21 @@ class _Inspector:
 
 
 _NOSNIFF = {"x-content-type-options": SECURITY_HEADERS["x-content-type-options"]}
+
+
+def _refused(request: Request, exc: AdminDenied) -> Response:
+    """The page for a page request the access rule refused."""
+    if _cross_site_navigation(request):
+        return page(
+            "continue.html", title="Open the inspector", status=exc.status, target=_here(request)
+        )
+    return _denied(exc)
+
+
+def _here(request: Request) -> str:
+    """The path and query of ``request`` (a link back to the same page)."""
+    query = request.url.query
+    return request.url.path + (f"?{query}" if query else "")
 
 
 def _denied(exc: AdminDenied) -> Response:

@@ -1,8 +1,9 @@
 // The actor page: summary, state, workflow history, queue, schedules, connections and the
-// operations, kept live by the actor's event feed (Server-Sent Events). Feed events patch
-// what they carry (state, workflow entries, awake) at once; everything else the feed
-// only hints at (queue, schedules, connections, workflow error) is refetched, debounced.
-import { ApiError, api, badge, brief, el, installShortcuts, keyText, parseJson, pretty, showError, timeEl } from "./api.js";
+// operations, kept live by the actor's event feed (Server-Sent Events), which opens with a
+// snapshot of the actor. Feed events patch what they carry (state, workflow entries and
+// status, awake) at once; what the feed only hints at (queue, schedules, connections, next
+// alarm) is refetched, debounced.
+import { ApiError, api, badge, brief, duration, el, installShortcuts, keyText, parseJson, pretty, showError, timeEl } from "./api.js";
 import { HistoryTable, errorText } from "./workflow.js";
 
 const REFRESH_DELAY_MS = 300;
@@ -70,9 +71,19 @@ function renderWorkflow(workflow) {
   history.reconcile(workflow.history);
 }
 
-/** Fill the list `#name` (with its `#name-count` and `#name-empty` companions). */
+const drawnLists = new Map(); // list id → the JSON it shows
+const openHistories = new Set(); // schedules whose fire history the user opened
+
+/** Fill the list `#name` (with its `#name-count` and `#name-empty` companions). A redraw
+ *  keeps the keyboard focus on the same control (found by its aria-label). */
 function listInto(name, items, render) {
-  $(name).replaceChildren(...items.map(render));
+  const list = $(name);
+  const drawn = JSON.stringify(items);
+  if (drawnLists.get(name) === drawn) return;
+  drawnLists.set(name, drawn);
+  const focused = list.contains(document.activeElement) ? document.activeElement.getAttribute("aria-label") : null;
+  list.replaceChildren(...items.map(render));
+  if (focused) list.querySelector(`[aria-label="${CSS.escape(focused)}"]`)?.focus();
   $(`${name}-count`).textContent = items.length ? `(${items.length})` : "";
   $(`${name}-empty`).hidden = items.length > 0;
 }
@@ -94,7 +105,7 @@ function renderQueue(queue) {
 
 function cadence(schedule) {
   if (schedule.kind === "cron") return `cron ${schedule.expression} (${schedule.timezone || "UTC"})`;
-  if (schedule.kind === "every") return `every ${schedule.interval_ms / 1000} s`;
+  if (schedule.kind === "every") return `every ${duration(schedule.interval_ms)}`;
   return "once";
 }
 
@@ -123,8 +134,8 @@ function scheduleItem(schedule) {
     fires.length
       ? el(
           "details",
-          {},
-          el("summary", {}, `Fire history (${fires.length})`),
+          { open: openHistories.has(schedule.id), ontoggle: (event) => (event.target.open ? openHistories.add(schedule.id) : openHistories.delete(schedule.id)) },
+          el("summary", { "aria-label": `Fire history of ${label}` }, `Fire history (${fires.length})`),
           el(
             "table",
             { class: "grid compact" },
@@ -215,14 +226,9 @@ function onFeed(type, handler) {
 
 function openFeed() {
   if (gone) return;
-  let opened = false;
   feed = new EventSource(`${base}/feed`);
-  feed.addEventListener("open", () => {
-    setFeedState("live", true);
-    // Whatever changed while the feed was down is only in a fresh snapshot.
-    if (opened) scheduleRefresh(0);
-    opened = true;
-  });
+  // Every (re)opened feed starts with a `snapshot` of the actor, then sends changes.
+  feed.addEventListener("open", () => setFeedState("live", true));
   feed.addEventListener("error", () => {
     if (gone) return;
     if (feed.readyState === EventSource.CLOSED) {
@@ -234,18 +240,25 @@ function openFeed() {
       setFeedState("reconnecting…", false);
     }
   });
+  onFeed("snapshot", (data) => {
+    if (data.destroyed) markGone("This actor was destroyed.");
+    else renderSnapshot(data);
+  });
+  // The feed fell behind and is closing: the browser reopens it, with a new snapshot.
+  onFeed("resync", () => setFeedState("catching up…", false));
   onFeed("state", (data) => {
     renderState(data.state);
     announce("State changed.");
+    scheduleRefresh(); // what changed it may show elsewhere: a schedule's fire, the queue
   });
   onFeed("event", addEvent);
   onFeed("workflow", (data) => {
     $("workflow").hidden = false;
-    renderWorkflowStatus({ status: data.status });
+    renderWorkflowStatus(data);
     history.remove(data.deleted || []);
     const changed = history.upsert(data.history || []);
     announce(`Workflow ${data.status}; ${changed} history entr${changed === 1 ? "y" : "ies"} changed.`);
-    scheduleRefresh(); // the workflow error and output, the queue the workflow consumed
+    scheduleRefresh(); // the queue the workflow consumed from, the next alarm
   });
   onFeed("connection", () => scheduleRefresh());
   onFeed("lifecycle", (data) => {
@@ -395,5 +408,4 @@ $("destroy").addEventListener("click", async (event) => {
 });
 
 installShortcuts();
-loadSnapshot();
 openFeed();

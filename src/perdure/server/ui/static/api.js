@@ -110,6 +110,20 @@ export function timeEl(ms) {
   return el("time", { datetime: iso, title: iso }, when(ms));
 }
 
+/** Milliseconds as a short duration: "250 ms", "30 s", "5 min", "1.5 h", "2 d". */
+export function duration(ms) {
+  const units = [
+    [86400000, "d"],
+    [3600000, "h"],
+    [60000, "min"],
+    [1000, "s"],
+  ];
+  for (const [size, unit] of units) {
+    if (ms >= size) return `${Number((ms / size).toFixed(1))} ${unit}`;
+  }
+  return `${ms} ms`;
+}
+
 /** An actor's key as the search matches it: parts joined by "/". */
 export function keyText(key) {
   return key && key.length ? key.join("/") : "(no key)";

@@ -21,6 +21,7 @@ let cursors = [null];
 let page = 0;
 let nextCursor = null;
 let searchSerial = 0;
+let lastTypes = null;
 
 function filters() {
   return { name: nameSelect.value, q: search.value.trim(), status: statusSelect.value };
@@ -31,6 +32,11 @@ function renderTypes(overview) {
   if (overview.node) line.push(`node ${overview.node.id} (${overview.node.address})`);
   document.getElementById("runtime-line").textContent = line.join(" · ");
   const body = document.querySelector("#types tbody");
+  // Redraw only on a change, and keep a keyboard user's focus on the same type's link.
+  const drawn = JSON.stringify(overview.types);
+  if (drawn === lastTypes) return;
+  lastTypes = drawn;
+  const focused = body.contains(document.activeElement) ? document.activeElement.textContent : null;
   body.replaceChildren(
     ...overview.types.map((type) =>
       el(
@@ -43,6 +49,7 @@ function renderTypes(overview) {
       ),
     ),
   );
+  if (focused !== null) [...body.querySelectorAll("a")].find((a) => a.textContent === focused)?.focus();
   const chosen = nameSelect.value;
   const known = new Set([...nameSelect.options].map((o) => o.value));
   for (const type of overview.types) {
