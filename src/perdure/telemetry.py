@@ -53,6 +53,12 @@ class Observer:
     """Receives the engine's reports. Every hook here does nothing; override the ones
     you watch. Hooks must be cheap and must not raise."""
 
+    #: True for an observer that follows W3C trace contexts: only then does the server
+    #: read a request's ``traceparent`` header, does a queue message store its sender's
+    #: context and does the workflow engine report the contexts of what it receives (the
+    #: three trace-context hooks below), so that nobody else pays for them.
+    traces: bool = False
+
     # -------------------------------------------------------------- timed work
 
     def action(self, actor: ActorFacts, action: str) -> Span | None:
@@ -118,6 +124,26 @@ class Observer:
     def store_error(self, operation: str, error: BaseException) -> None:
         """A store ``operation`` (``commit``, ``read``, ``lease`` …) failed."""
 
+    # ----------------------------------------------------------- trace context
+    # Called only when ``traces`` is true (see above).
+
+    def enter_trace(self, traceparent: str, tracestate: str | None) -> Span | None:
+        """A client sent this W3C trace context with a request (HTTP) or a connection
+        (WebSocket): make it current in this task, for the work the request starts,
+        until the returned span's ``end``."""
+        return None
+
+    def trace_carrier(self) -> str | None:
+        """The trace context current in this task as a W3C ``traceparent``, to store
+        with a queue message sent now; ``None`` if none (the first observer to give one
+        wins)."""
+        return None
+
+    def workflow_received(self, actor: ActorFacts, traces: Sequence[str | None]) -> None:
+        """``actor``'s workflow received messages (now, or replayed from its history)
+        that were sent with these trace contexts (``None`` for an untraced sender): the
+        steps that follow are their consequence."""
+
 
 NO_OBSERVER = Observer()
 
@@ -168,7 +194,9 @@ def _guarded(method_name: str) -> Any:
     return chosen
 
 
-_TIMED = frozenset({"action", "queue_send", "step", "commit"})
+_TIMED = frozenset({"action", "queue_send", "step", "commit", "enter_trace"})
+# Not fanned out by _guarded: a flag, and a hook whose answer is the first one given.
+_OWN = frozenset({"traces", "trace_carrier"})
 
 
 class Observers(Observer):
@@ -177,16 +205,35 @@ class Observers(Observer):
 
     def __init__(self, observers: Iterable[Observer] = ()) -> None:
         self.observers: list[Observer] = list(observers)
+        self._update()
 
     def add(self, observer: Observer) -> None:
         """Watch with ``observer`` too."""
         self.observers.append(observer)
+        self._update()
 
     def remove(self, observer: Observer) -> None:
         """Stop reporting to ``observer`` (no error if it was not added)."""
         if observer in self.observers:
             self.observers.remove(observer)
+        self._update()
+
+    def _update(self) -> None:
+        # Read at every request and send: kept as a plain attribute, not computed.
+        self.traces = any(watcher.traces for watcher in self.observers)
+
+    def trace_carrier(self) -> str | None:
+        """The first trace context an observer gives (see :meth:`Observer.trace_carrier`)."""
+        for observer in self.observers:
+            try:
+                carrier = observer.trace_carrier()
+            except Exception:
+                _log.exception("observer %r failed in trace_carrier", observer)
+                continue
+            if carrier is not None:
+                return carrier
+        return None
 
 
-for _name in [n for n in vars(Observer) if not n.startswith("_")]:
+for _name in [n for n in vars(Observer) if not n.startswith("_") and n not in _OWN]:
     setattr(Observers, _name, _guarded(_name))

@@ -83,8 +83,12 @@ class ActorQueue:
                 code="message_too_large",
                 metadata={"size": len(data), "limit": options.max_queue_message_size},
             )
+        observer = self._instance.observer
+        # The sender's trace context goes with the message, so that its consumer is
+        # traced in the sender's trace, after a restart too (docs/tracing.md).
+        trace = observer.trace_carrier() if observer.traces else None
         record = QueueMessageRecord(
-            self._next_id, name, data, self._instance.runtime.clock.now_ms()
+            self._next_id, name, data, self._instance.runtime.clock.now_ms(), trace
         )
         self._next_id += 1
         self._messages[record.id] = record

@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 from perdure.errors import InvalidRequest, MessageError
+from perdure.telemetry import Observer
 
 __all__ = [
     "ASGIApp",
@@ -24,6 +25,7 @@ __all__ = [
     "outgoing_too_long",
     "read_body",
     "send_bytes",
+    "traced",
 ]
 
 Scope = MutableMapping[str, Any]
@@ -62,6 +64,21 @@ def outgoing_too_long(limit: int) -> MessageError:
         code="outgoing_too_long",
         metadata={"limit": limit},
     )
+
+
+async def traced(observer: Observer, scope: Scope, work: Awaitable[None]) -> None:
+    """Await ``work`` (the request's handling) with the W3C trace context the client sent
+    (``traceparent`` and ``tracestate`` headers) current, so that the actions and sends it
+    starts are traced as its children. Called only when an observer traces."""
+    traceparent = header_value(scope, b"traceparent")
+    entered = None
+    if traceparent is not None:
+        entered = observer.enter_trace(traceparent, header_value(scope, b"tracestate"))
+    try:
+        await work
+    finally:
+        if entered is not None:
+            entered.end(None)
 
 
 async def read_body(scope: Scope, receive: Receive, limit: int) -> bytes:

@@ -37,6 +37,7 @@ from perdure.server._asgi import (
     outgoing_too_long,
     read_body,
     send_bytes,
+    traced,
 )
 from perdure.server._errors import MethodNotAllowed, RouteNotFound, actor_headers, send_error
 from perdure.server.target import (
@@ -59,6 +60,7 @@ class Gateway:
 
     def __init__(self, runtime: ActorRuntime) -> None:
         self.dispatch = runtime.dispatch
+        self.observers = runtime.observers
         self.options = runtime.registry.options
         self.names = set(runtime.registry.actors)
         self.connect_handler = ConnectHandler(runtime, self.names)
@@ -83,7 +85,10 @@ class Gateway:
                 await send_error(send, exc, _encoding_or_json(scope))
                 return
             handler = self._action if route == b"action" else self._queue
-            await handler(scope, receive, send, segment, name)
+            if self.observers.traces:  # only then is a traceparent header looked for
+                await traced(self.observers, scope, handler(scope, receive, send, segment, name))
+            else:
+                await handler(scope, receive, send, segment, name)
             return
         enc = _encoding_or_json(scope)
         if len(parts) >= 4 and parts[3] == b"request":

@@ -36,7 +36,7 @@ from perdure.protocol.messages import ActionRequest, Init, SubscriptionRequest
 from perdure.runtime.cluster import RemoteConnection
 from perdure.runtime.dispatch import ConnectionRef
 from perdure.runtime.runtime import ActorRuntime
-from perdure.server._asgi import Receive, Scope, Send, body_too_long, header_value
+from perdure.server._asgi import Receive, Scope, Send, body_too_long, header_value, traced
 from perdure.server._errors import public_error
 from perdure.server.outbox import EventFrameCache, SocketTransport
 from perdure.server.pipe import FORWARDED_HEADER, SECRET_HEADER, open_upstream, pipe_to_owner
@@ -65,6 +65,7 @@ class ConnectHandler:
 
     def __init__(self, runtime: ActorRuntime, names: set[str]) -> None:
         self.dispatch = runtime.dispatch
+        self.observers = runtime.observers
         self.cluster = runtime.cluster
         self.options = runtime.registry.options
         # What a pipe to another node accepts from it: any frame that node may send.
@@ -73,6 +74,12 @@ class ConnectHandler:
         self.cache = EventFrameCache()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send, segment: bytes) -> None:
+        if self.observers.traces:  # the opening request's traceparent: every action's parent
+            await traced(self.observers, scope, self._connect(scope, receive, send, segment))
+        else:
+            await self._connect(scope, receive, send, segment)
+
+    async def _connect(self, scope: Scope, receive: Receive, send: Send, segment: bytes) -> None:
         if (await receive())["type"] != "websocket.connect":
             return
         offered_rivet, enc_name, params_text = _subprotocols(scope.get("subprotocols") or ())

@@ -50,7 +50,9 @@ class ReceivePrimitives(RunnerCore):
         location, entry = self.expect(scope, name, "message")
         queue = self.queue()
         if entry is not None and entry.status == "completed":
-            return [self._replayed_message(location, m) for m in entry.data.get("m", [])]
+            received = entry.data.get("m", [])
+            self._report_traces([item.get("tp") for item in received])
+            return [self._replayed_message(location, m) for m in received]
         wanted = message_names(names)
         if entry is None:
             data: dict[str, Any] = {}
@@ -88,13 +90,22 @@ class ReceivePrimitives(RunnerCore):
                     "body": decode_value(r.body),
                     "at": r.created_at,
                     **({"c": False} if completable else {}),
+                    # The sender's trace context: a replay reports it again.
+                    **({"tp": r.trace} if r.trace is not None else {}),
                 }
                 for r in records
             ]
         }
         self.history.touch(location)
         self.stage()
+        self._report_traces([r.trace for r in records])
         return messages
+
+    def _report_traces(self, traces: list[str | None]) -> None:
+        """Tell a tracing observer whose messages the following steps act on."""
+        observer = self.host.observer
+        if observer.traces:
+            observer.workflow_received(self.host, traces)
 
     def _replayed_message(self, location: str, data: dict[str, Any]) -> QueueMessage:
         completable = "c" in data
