@@ -48,6 +48,7 @@ from urllib.parse import urlsplit
 from perdure import __version__
 from perdure.cli_admin import ADMIN_COMMANDS, add_admin_commands, run_admin_command
 from perdure.keys import serialize_key
+from perdure.observe.serving import add_serve_options, configure_logging, enable_otel
 from perdure.registry import Registry
 from perdure.runtime.cluster import NodeConfig
 from perdure.store import SQLiteStore, StoreLocked, open_store
@@ -103,6 +104,7 @@ def _parser() -> argparse.ArgumentParser:
         choices=["critical", "error", "warning", "info", "debug"],
         help="log level (default info; debug adds an access log and actor wake/sleep)",
     )
+    add_serve_options(serve)  # --otel, --log-format
     serve.add_argument(
         "--no-gc-tuning",
         dest="gc_tuning",
@@ -293,7 +295,7 @@ def _serve(args: argparse.Namespace) -> int:
     from perdure.server.draining import DrainingServer
 
     level = getattr(logging, args.log_level.upper())
-    logging.basicConfig(level=level, format="%(asctime)s %(levelname)-7s %(name)s: %(message)s")
+    configure_logging(level, args.log_format)
     # httpx logs every request at INFO: between the nodes of a cluster, that is every
     # forwarded request (debug adds them back).
     logging.getLogger("httpx").setLevel(max(level, logging.WARNING))
@@ -311,6 +313,8 @@ def _serve(args: argparse.Namespace) -> int:
         return 1
     _log.info("store: %s", _describe_store(url))
     runtime = ActorRuntime(registry, store, node=node)
+    if args.otel:
+        enable_otel(runtime)
     if node is not None:
         _log.info("cluster node %s, reachable by its peers at %s", node.node_id, node.address)
         if "//127.0.0.1:" in node.address and args.host not in ("127.0.0.1", "localhost"):
