@@ -82,3 +82,41 @@ def test_quickstart_code_runs(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().splitlines()[-1] == "1"
+
+
+def _section(title: str) -> str:
+    start = README.index(f"## {title}\n")
+    end = README.find("\n## ", start + 1)
+    return README[start : end if end != -1 else None]
+
+
+@pytest.mark.timeout(120)
+def test_seeing_inside_commands_run_against_the_quickstart(tmp_path: Path) -> None:
+    app, client = python_blocks()[:2]
+    (tmp_path / "app.py").write_text(app)
+    server = ServerProcess("app:registry", tmp_path / "data", env={"PYTHONPATH": str(tmp_path)})
+    server.start()
+    try:
+        script = client.replace("http://localhost:6420", server.url)
+        subprocess.run([sys.executable, "-c", script], cwd=tmp_path, check=True, timeout=60)
+        [block] = re.findall(r"```sh\n(.*?)```", _section("Seeing inside"), flags=re.S)
+        outputs = []
+        for line in block.strip().splitlines():
+            command = line.split("#", 1)[0].split()
+            assert command[0] == "perdure"
+            result = subprocess.run(
+                [sys.executable, "-m", "perdure", *command[1:]],
+                cwd=tmp_path,
+                capture_output=True,
+                text=True,
+                timeout=30,
+                env={**os.environ, "PERDURE_URL": server.url},
+            )
+            assert result.returncode == 0, result.stderr
+            outputs.append(result.stdout)
+    finally:
+        server.terminate()
+    inspected, status = outputs
+    assert "jobs" in inspected
+    assert "apply" in inspected  # the workflow history shows the step the job went through
+    assert "running" in status
