@@ -159,6 +159,20 @@ async def test_an_http_action_is_a_child_of_the_clients_traceparent(
     assert all(int((span.attributes or {})["perdure.commit.batch"]) >= 1 for span in commits)
 
 
+async def test_an_action_called_by_an_action_is_its_child(
+    tmp_path: Path, provider: TracerProvider, exporter: InMemorySpanExporter
+) -> None:
+    async with serving(tmp_path / "db", provider) as rig:
+        url = gateway("greeter", "action/introduce", "k1")
+        response = await rig.http.post(url, json={"args": ["k2", "cy"]})
+        assert response.json() == {"output": "hello cy"}
+    [outer] = named(exporter, "action greeter.introduce")
+    [inner] = named(exporter, "action greeter.hello")
+    assert (hex_trace(inner), parent_id(inner)) == (hex_trace(outer), span_id(outer))
+    assert inner.kind == SpanKind.INTERNAL
+    assert (inner.attributes or {})["perdure.actor.key"] == ("k2",)
+
+
 @pytest.mark.parametrize("header", [None, "00-not-a-trace-01", f"00-{'0' * 32}-{PARENT_ID}-01"])
 async def test_without_a_valid_traceparent_an_action_starts_a_trace(
     tmp_path: Path, provider: TracerProvider, exporter: InMemorySpanExporter, header: str | None
@@ -176,6 +190,19 @@ async def test_without_a_valid_traceparent_an_action_starts_a_trace(
 
 
 async def test_a_failing_action_ends_its_span_with_an_error(
+    tmp_path: Path, provider: TracerProvider, exporter: InMemorySpanExporter
+) -> None:
+    async with serving(tmp_path / "db", provider) as rig:
+        response = await rig.http.post(gateway("greeter", "action/refuse", "k1"), json={"args": []})
+        assert response.status_code == 500
+    [action] = named(exporter, "action greeter.refuse")
+    assert action.status.status_code == StatusCode.ERROR
+    assert action.status.description == "user.refused: Not today."
+    assert (action.attributes or {})["error.type"] == "user.refused"
+    assert [event.name for event in action.events] == ["exception"]
+
+
+async def test_a_request_refused_before_the_actor_runs_makes_no_span(
     tmp_path: Path, provider: TracerProvider, exporter: InMemorySpanExporter
 ) -> None:
     async with serving(tmp_path / "db", provider) as rig:

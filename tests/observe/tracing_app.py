@@ -1,6 +1,7 @@
 """The actors of the tracing and log tests: ``perdure serve tests.observe.tracing_app:registry``.
 
-- ``greeter``: actions that log through ``c.log`` (one logs an exception too);
+- ``greeter``: actions that log through ``c.log`` (one logs an exception too), one that
+  calls another greeter, one that fails;
 - ``flaky``: a workflow whose one step fails once, then succeeds;
 - ``worker``: a workflow that takes each message of queue ``jobs`` and applies it in a
   step (the metrics tests' ``jobs``);
@@ -14,7 +15,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from perdure import ActionContext, StepContext, WorkflowContext, actor, queue, setup, workflow
+from perdure import (
+    ActionContext,
+    StepContext,
+    UserError,
+    WorkflowContext,
+    actor,
+    queue,
+    setup,
+    workflow,
+)
 
 # The metrics tests' workflows: one step that fails once; a step per message of `jobs`.
 from .app import jobs as worker
@@ -24,6 +34,16 @@ from .app import run_flaky
 def hello(c: ActionContext, name: str) -> str:
     c.log.info("saying hello to %s", name)
     return f"hello {name}"
+
+
+async def introduce(c: ActionContext, key: str, name: str) -> str:
+    """Has another greeter say hello, through the in-process client."""
+    greeting: str = await c.client().greeter.get_or_create([key]).hello(name)
+    return greeting
+
+
+def refuse(c: ActionContext) -> None:
+    raise UserError("Not today.", code="refused")
 
 
 def oops(c: ActionContext) -> None:
@@ -37,7 +57,9 @@ def get_state(c: ActionContext) -> Any:
     return c.state
 
 
-greeter = actor(state={}, actions={"hello": hello, "oops": oops})
+greeter = actor(
+    state={}, actions={"hello": hello, "introduce": introduce, "refuse": refuse, "oops": oops}
+)
 
 
 def apply_job(step: StepContext, value: int) -> None:
