@@ -199,9 +199,18 @@ _TIMED = frozenset({"action", "queue_send", "step", "commit", "enter_trace"})
 _OWN = frozenset({"traces", "trace_carrier"})
 
 
+def _overrides(observer: Observer, hook: str) -> bool:
+    """True when ``observer`` does something in ``hook`` (a fan-out counts as it does)."""
+    if isinstance(observer, Observers):
+        return observer.follows_changes
+    return getattr(type(observer), hook) is not getattr(Observer, hook)
+
+
 class Observers(Observer):
     """Fans every report out to several observers (in order); one failing observer
     neither stops the others nor the work."""
+
+    follows_changes: bool = False
 
     def __init__(self, observers: Iterable[Observer] = ()) -> None:
         self.observers: list[Observer] = list(observers)
@@ -221,6 +230,13 @@ class Observers(Observer):
     def _update(self) -> None:
         # Read at every request and send: kept as a plain attribute, not computed.
         self.traces = any(watcher.traces for watcher in self.observers)
+        # Read at every commit: whether anyone wants the durable state and history
+        # changes (the inspector's feed does; metrics do not), so that a commit
+        # nobody follows does not even register a callback for them.
+        self.follows_changes = any(
+            _overrides(watcher, "state_changed") or _overrides(watcher, "history_changed")
+            for watcher in self.observers
+        )
 
     def trace_carrier(self) -> str | None:
         """The first trace context an observer gives (see :meth:`Observer.trace_carrier`)."""

@@ -200,3 +200,15 @@ def test_fan_out_joins_the_spans_of_several_observers() -> None:
     observers.remove(first)
     observers.remove(first)  # not an error
     assert observers.observers == [observers.observers[0], second]
+
+
+def test_only_observers_that_follow_changes_make_commits_report_them() -> None:
+    class Counting(Observer):
+        def action(self, actor: ActorFacts, action: str) -> Span | None:
+            return None
+
+    observers = Observers([Counting()])
+    assert not observers.follows_changes
+    observers.add(Recorder())
+    assert observers.follows_changes
+    assert Observers([Observers([Recorder()])]).follows_changes

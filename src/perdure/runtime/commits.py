@@ -235,7 +235,7 @@ class CommitPipeline:
         # Several commits may be in flight: the store applies them in submission order.
         self._last_commit = future
         future.add_done_callback(self._after_commit)
-        if self._owner.observer.observers and (
+        if self._owner.observer.follows_changes and (
             commit.state is not None or commit.history_put or commit.history_delete
         ):
             future.add_done_callback(functools.partial(self._report, commit))
