@@ -232,3 +232,21 @@ def test_error_codes() -> None:
     assert error_code(UserError("Refused.", code="refused")) == "user.refused"
     assert error_code(ActionTimedOut("slow", 1.0)) == "actor.action_timed_out"
     assert error_code(RuntimeError("a bug")) == "actor.internal_error"
+
+
+def test_histogram_buckets_are_cumulative_and_inclusive() -> None:
+    """A value equal to a bound falls in that bound's bucket (Prometheus' ``le``); one
+    above every bound only in ``+Inf``; ``_count`` is the ``+Inf`` bucket."""
+    observer = MetricsObserver()
+    series = observer.commit_seconds.get(())
+    for value in (0.0001, 0.0002, 100.0):
+        series.observe(value)
+    samples = Samples(observer.exposition().decode())
+    bucket = "perdure_store_commit_duration_seconds_bucket"
+    assert samples.get(bucket, le="0.0001") == 1
+    assert samples.get(bucket, le="0.00025") == 2
+    assert samples.get(bucket, le="60.0") == 2
+    assert samples.get(bucket, le="+Inf") == 3
+    assert samples.get("perdure_store_commit_duration_seconds_count") == 3
+    assert samples.get("perdure_store_commits_total") == 3
+    assert samples.get("perdure_store_commit_duration_seconds_sum") == pytest.approx(100.0003)
