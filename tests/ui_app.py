@@ -1,7 +1,7 @@
 """The registry the inspector UI tests serve: ``perdure serve tests.ui_app:registry``.
 
-- ``notes``: a plain actor (state, actions, a one-shot schedule and cron jobs, one of
-  them quick, and a queue nothing consumes);
+- ``notes``: a plain actor (state, actions, an event, a one-shot schedule and cron
+  jobs, one of them quick, and a queue nothing consumes);
 - ``pipeline``: a workflow. Each message on ``jobs`` is recorded by a ``record`` step in
   a loop; a message ``{"finish": GATE}`` ends the loop, and the ``check-gate`` step then
   fails while a file named GATE exists in the directory ``PERDURE_UI_GATES`` names
@@ -15,7 +15,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from perdure import Loop, StepContext, WorkflowContext, actor, queue, setup, workflow
+from perdure import Loop, StepContext, WorkflowContext, actor, event, queue, setup, workflow
 
 GATES_ENV = "PERDURE_UI_GATES"
 
@@ -23,6 +23,7 @@ GATES_ENV = "PERDURE_UI_GATES"
 def _add(c: Any, text: str, fire: Any = None) -> int:
     # A scheduled call passes its fire info after the arguments.
     c.state["notes"].append(text)
+    c.broadcast("added", text)
     return len(c.state["notes"])
 
 
@@ -42,6 +43,7 @@ async def _tick(c: Any) -> None:
 notes = actor(
     state={"notes": []},
     queues={"inbox": queue()},  # nothing consumes it: its messages stay to be seen
+    events={"added": event()},
     actions={"add": _add, "fail": _fail, "plan": _plan, "tick": _tick},
     options={"min_cron_interval": 0.1},  # so that a test sees a cron job fire soon
 )

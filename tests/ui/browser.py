@@ -34,10 +34,14 @@ class BrowserPaths:
 
 def find_browser() -> BrowserPaths:
     """The installed Chromium and chromedriver, or :class:`BrowserMissing` saying what lacks."""
-    browser = os.environ.get("PERDURE_CHROMIUM") or next(
-        (found for name in _BROWSERS if (found := shutil.which(name))), None
+    # PERDURE_CHROMIUM / PERDURE_CHROMEDRIVER name other binaries (a path or a command).
+    names = (
+        [os.environ.get("PERDURE_CHROMIUM") or ""]
+        if "PERDURE_CHROMIUM" in os.environ
+        else _BROWSERS
     )
-    driver = os.environ.get("PERDURE_CHROMEDRIVER") or shutil.which("chromedriver")
+    browser = next((found for name in names if (found := shutil.which(name))), None)
+    driver = shutil.which(os.environ.get("PERDURE_CHROMEDRIVER") or "chromedriver")
     if browser is None or driver is None:
         raise BrowserMissing(
             "Chromium and chromedriver are needed (apt-get install chromium chromium-driver)."

@@ -68,6 +68,13 @@ def wait_until(driver: WebDriver, condition: Callable[[WebDriver], T], what: str
         raise AssertionError(f"timed out after {TIMEOUT} s waiting for {what}") from None
 
 
+def click(driver: WebDriver, css: str, what: str) -> None:
+    """Click the element ``css`` selects, finding it again if a redraw replaced it."""
+    from selenium.webdriver.common.by import By
+
+    wait_until(driver, lambda d: d.find_element(By.CSS_SELECTOR, css).click() or True, what)
+
+
 def by_id(driver: WebDriver, element_id: str) -> WebElement:
     """The element with ``element_id``."""
     from selenium.webdriver.common.by import By

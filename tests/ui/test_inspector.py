@@ -12,9 +12,10 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import Select
 
+from perdure.client import Client
 from tests.support.server import ServerProcess
 
-from .helpers import Api, by_id, history_rows, text_of, wait_until
+from .helpers import Api, by_id, click, history_rows, text_of, wait_until
 
 if TYPE_CHECKING:
     from selenium.webdriver.chrome.webdriver import WebDriver
@@ -94,12 +95,7 @@ def test_find_an_actor_by_search(
     Select(by_id(browser, "filter-name")).select_by_value("")
     search.clear()
     search.send_keys(wanted + Keys.ENTER)  # the id matches too
-    link = wait_until(
-        browser,
-        lambda d: d.find_element(By.CSS_SELECTOR, f"#actors tr[data-actor-id='{wanted}'] a"),
-        "the actor found by id",
-    )
-    link.click()
+    click(browser, f"#actors tr[data-actor-id='{wanted}'] a", "the actor found by id")
     wait_until(browser, lambda d: text_of(d, "actor-title") == f"notes · {tag}-alpha", "its page")
     assert text_of(browser, "s-id") == wanted
 
@@ -168,9 +164,7 @@ def test_replay_from_a_step(browser: WebDriver, server: ServerProcess, api: Api,
     )
     wait_until(browser, lambda d: '"finished": 1' in text_of(d, "state"), "one finish")
 
-    button = browser.find_element(By.CSS_SELECTOR, "#history tr[data-location='check-gate'] button")
-    assert button.get_attribute("aria-label") == "Replay from check-gate"
-    button.click()
+    click(browser, "#history button[aria-label='Replay from check-gate']", "the replay button")
     dialog = by_id(browser, "confirm")
     wait_until(browser, lambda d: dialog.is_displayed(), "the confirmation")
     assert "check-gate" in text_of(browser, "confirm-text")
@@ -223,9 +217,7 @@ def test_actions_and_their_errors(
         "two schedules",
     )
     assert "tidy" in text_of(browser, "schedules")
-    by_id(browser, "schedules").find_element(
-        By.CSS_SELECTOR, "button[aria-label='Cancel schedule tidy']"
-    ).click()
+    click(browser, "#schedules button[aria-label='Cancel schedule tidy']", "cancel tidy")
     wait_until(
         browser,
         lambda d: len(d.find_elements(By.CSS_SELECTOR, "#schedules li")) == 1,
@@ -263,7 +255,7 @@ def test_schedule_fires_show_live(
     )
     assert "every 300 ms" in text_of(browser, "schedules")
     # Opened, the fire history stays open while new fires redraw the list.
-    browser.find_element(By.CSS_SELECTOR, history).click()
+    click(browser, history, "the fire history")
     rows = "#schedules details[open] tbody tr"
     wait_until(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, rows)) == 3, "the fires")
     fired = api.details(actor_id).json()["schedules"][0]["last_run_at"]
@@ -275,8 +267,30 @@ def test_schedule_fires_show_live(
         ),
         "a later fire, the history still open",
     )
-    results = {b.text for b in browser.find_elements(By.CSS_SELECTOR, f"{rows} .badge")}
+    results = wait_until(
+        browser,
+        lambda d: {b.text for b in d.find_elements(By.CSS_SELECTOR, f"{rows} .badge")},
+        "the fires' results",
+    )
     assert results <= {"ok", "running"}
+    assert _same_page(browser)
+
+
+def test_connections_and_events_show_live(
+    browser: WebDriver, server: ServerProcess, api: Api, tag: str
+) -> None:
+    actor_id = api.create("notes", tag)
+    _open_actor(browser, server, actor_id)
+    with Client(server.url) as client:
+        conn = client.actor("notes").get_or_create([tag]).connect()
+        conn.on("added", lambda text: None)
+        conn.wait_open()
+        wait_until(browser, lambda d: "added" in text_of(d, "connections"), "the subscriber")
+        assert text_of(browser, "connections-count") == "(1)"
+        api.call(actor_id, "add", "seen by the page")
+        wait_until(browser, lambda d: "seen by the page" in text_of(d, "events"), "the event")
+        conn.dispose()
+        wait_until(browser, lambda d: by_id(d, "connections-empty").is_displayed(), "no one")
     assert _same_page(browser)
 
 
@@ -284,11 +298,14 @@ def test_destroy_an_actor(browser: WebDriver, server: ServerProcess, api: Api, t
     actor_id = api.create("notes", tag)
     _open_actor(browser, server, actor_id)
 
-    by_id(browser, "destroy").click()
+    destroy = by_id(browser, "destroy")
+    destroy.send_keys(Keys.ENTER)  # by keyboard
     dialog = by_id(browser, "confirm")
     wait_until(browser, lambda d: dialog.is_displayed(), "the confirmation")
-    by_id(browser, "confirm-cancel").click()  # changing one's mind keeps the actor
+    assert browser.switch_to.active_element == by_id(browser, "confirm-cancel")
+    browser.switch_to.active_element.send_keys(Keys.ESCAPE)  # changing one's mind
     wait_until(browser, lambda d: not dialog.is_displayed(), "the dialog to close")
+    assert browser.switch_to.active_element == destroy
     assert api.details(actor_id).status_code == 200
 
     by_id(browser, "destroy").click()
@@ -297,3 +314,29 @@ def test_destroy_an_actor(browser: WebDriver, server: ServerProcess, api: Api, t
     wait_until(browser, lambda d: "destroyed" in text_of(d, "banner"), "the destroyed banner")
     assert not by_id(browser, "destroy").is_enabled()
     assert api.details(actor_id).status_code == 404
+
+
+def test_an_unknown_actor(browser: WebDriver, server: ServerProcess) -> None:
+    browser.get(f"{server.url}/ui/actors/no-such-actor")
+    wait_until(browser, lambda d: "actor.not_found" in text_of(d, "banner"), "the refusal")
+    assert text_of(browser, "feed-state") == "closed"
+
+
+def test_paging_through_results(
+    browser: WebDriver, server: ServerProcess, api: Api, tag: str
+) -> None:
+    for n in range(27):  # one page and a bit (25 a page)
+        api.create("notes", f"{tag}-{n:02d}")
+    browser.get(f"{server.url}/ui/?q={tag}")
+    rows = "#actors tbody tr"
+    wait_until(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, rows)) == 25, "page 1")
+    first_page = {row.text for row in browser.find_elements(By.CSS_SELECTOR, rows)}
+    wait_until(browser, lambda d: by_id(d, "page-next").is_enabled(), "a next page")
+    assert not by_id(browser, "page-prev").is_enabled()
+    by_id(browser, "page-next").click()
+    wait_until(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, rows)) == 2, "page 2")
+    assert text_of(browser, "page-number") == "Page 2"
+    second_page = {row.text for row in browser.find_elements(By.CSS_SELECTOR, rows)}
+    assert not first_page & second_page
+    by_id(browser, "page-prev").click()
+    wait_until(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, rows)) == 25, "page 1 again")

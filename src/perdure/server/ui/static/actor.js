@@ -178,7 +178,7 @@ async function loadSnapshot() {
     renderSnapshot(await api("GET", base));
     if (!gone) showError($("banner"), null);
   } catch (error) {
-    if (error instanceof ApiError && error.status === 404) markGone(error.message);
+    if (error instanceof ApiError && error.status === 404) markGone(`${error.identifier}: ${error.message}`);
     else showError($("banner"), error);
   }
 }
