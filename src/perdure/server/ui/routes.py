@@ -85,17 +85,40 @@ class _Inspector:
     def uses_token(self) -> bool:
         return self.admin.token is not None
 
+    def verdict(self, request: Request) -> AdminDenied | None:
+        """None when the access rule lets ``request`` in, else why it does not.
+
+        The rule checks that the admin surface is on and that no other site's page made
+        the request before it looks for a token: an :class:`AdminUnauthorized` verdict
+        means that only the token is missing or wrong.
+        """
+        try:
+            self.admin.check(request)
+        except AdminDenied as exc:
+            return exc
+        return None
+
+    def beyond_token(self, request: Request) -> Response | None:
+        """The refusal page, unless ``request`` lacks at most a token (then None).
+
+        For the sign-in and sign-out forms and the inspector's own files (scripts and
+        styles hold no data, and the sign-in page needs its stylesheet).
+        """
+        refused = self.verdict(request)
+        if refused is None or isinstance(refused, AdminUnauthorized):
+            return None
+        return _denied(refused)
+
     def guarded(self, handler: Endpoint) -> Endpoint:
         """``handler`` behind the access rule; refusals answer with a page, not JSON."""
 
         async def endpoint(request: Request) -> Response:
-            try:
-                self.admin.check(request)
-            except AdminUnauthorized:
+            refused = self.verdict(request)
+            if refused is None:
+                return await handler(request)
+            if isinstance(refused, AdminUnauthorized):
                 return self.sign_in_page(_here(request), request, status=401)
-            except AdminDenied as exc:
-                return _refused(request, exc)
-            return await handler(request)
+            return _refused(request, refused)
 
         return endpoint
 
@@ -134,32 +157,17 @@ class _Inspector:
         )
 
     async def login_form(self, request: Request) -> Response:
-        try:
-            self.admin.check(request)
-        except AdminUnauthorized:
-            return self.sign_in_page(request.query_params.get("next", _HOME), request)
-        except AdminDenied as exc:
-            return _refused(request, exc)
-        # Already allowed (signed in, or a loopback client on a server without a token).
-        return RedirectResponse(_safe_next(request.query_params.get("next")), 303)
-
-    def refusal(self, request: Request) -> Response | None:
-        """The page refusing a sign-in or sign-out form, or None to go on.
-
-        The access rule checks that the admin surface is on and that this server's own
-        page sent the form (not another site's) before it looks for a token, so a form
-        refused only for lack of a token (AdminUnauthorized) goes on.
-        """
-        try:
-            self.admin.check(request)
-        except AdminUnauthorized:
-            return None
-        except AdminDenied as exc:
-            return _denied(exc)
-        return None
+        target = request.query_params.get("next", _HOME)
+        refused = self.verdict(request)
+        if refused is None:
+            # Already allowed (signed in, or a loopback client on a server without a token).
+            return RedirectResponse(_safe_next(target), 303)
+        if isinstance(refused, AdminUnauthorized):
+            return self.sign_in_page(target, request)
+        return _refused(request, refused)
 
     async def login(self, request: Request) -> Response:
-        if (refused := self.refusal(request)) is not None:
+        if (refused := self.beyond_token(request)) is not None:
             return refused
         try:
             form = parse_qs((await read_body(request.scope, request.receive, _MAX_FORM)).decode())
@@ -184,21 +192,15 @@ class _Inspector:
         return response
 
     async def logout(self, request: Request) -> Response:
-        if (refused := self.refusal(request)) is not None:
+        if (refused := self.beyond_token(request)) is not None:
             return refused
         response = RedirectResponse(_LOGIN, 303)
         response.delete_cookie(ADMIN_COOKIE, path="/", httponly=True, samesite="strict")
         return response
 
     async def static(self, request: Request) -> Response:
-        # The inspector's scripts and styles hold no data, and the sign-in page needs its
-        # stylesheet: they are refused only where the whole admin surface is.
-        try:
-            self.admin.check(request)
-        except AdminUnauthorized:
-            pass
-        except AdminDenied as exc:
-            return _denied(exc)
+        if (refused := self.beyond_token(request)) is not None:
+            return refused
         asset = _asset(request.path_params["name"])
         if asset is None:
             return Response("Not found.", 404, media_type="text/plain")

@@ -9,6 +9,7 @@ import { HistoryTable, errorText } from "./workflow.js";
 const REFRESH_DELAY_MS = 300;
 const REOPEN_DELAY_MS = 3000;
 const MAX_EVENTS = 50;
+const ANNOUNCE_EVERY_MS = 2000;
 
 const $ = (id) => document.getElementById(id);
 const actorId = $("actor").dataset.actorId;
@@ -20,8 +21,18 @@ let typeName = null;
 
 const history = new HistoryTable(document.querySelector("#history tbody"), $("history-empty"), replayFrom);
 
+// Screen readers hear the latest change at most every ANNOUNCE_EVERY_MS, not each one.
+let announcement = null;
+let announceTimer = null;
+
 function announce(text) {
-  $("announce").textContent = text;
+  announcement = text;
+  if (announceTimer !== null) return;
+  $("announce").textContent = announcement;
+  announceTimer = setTimeout(() => {
+    announceTimer = null;
+    if ($("announce").textContent !== announcement) announce(announcement);
+  }, ANNOUNCE_EVERY_MS);
 }
 
 // ---- rendering ------------------------------------------------------------------------
