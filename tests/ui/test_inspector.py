@@ -14,6 +14,7 @@ from selenium.webdriver.support.ui import Select
 
 from perdure.client import Client
 from tests.support.server import ServerProcess
+from tests.ui_app import GATES_ENV
 
 from .helpers import Api, by_id, click, history_rows, text_of, wait_until
 
@@ -340,3 +341,26 @@ def test_paging_through_results(
     assert not first_page & second_page
     by_id(browser, "page-prev").click()
     wait_until(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, rows)) == 25, "page 1 again")
+
+
+def test_the_page_reconnects_after_a_restart(
+    browser: WebDriver, tmp_path: Path, gates: Path, tag: str
+) -> None:
+    process = ServerProcess("tests.ui_app:registry", tmp_path, env={GATES_ENV: str(gates)})
+    process.start()
+    try:
+        with Api(process.url) as api:
+            api.send("pipeline", tag, "jobs", {"n": 1})
+            actor_id = api.create("pipeline", tag)
+            _open_actor(browser, process, actor_id)
+            wait_until(browser, lambda d: len(_records(d)) == 1, "the first record step")
+            process.terminate()
+            wait_until(browser, lambda d: text_of(d, "feed-state") != "live", "the feed to drop")
+            process.start()
+            wait_until(browser, lambda d: text_of(d, "feed-state") == "live", "the feed again")
+            api.send("pipeline", tag, "jobs", {"n": 2})
+            wait_until(browser, lambda d: len(_records(d)) == 2, "a step after the restart")
+        assert by_id(browser, "banner").get_attribute("hidden") is not None
+        assert _same_page(browser)
+    finally:
+        process.kill()

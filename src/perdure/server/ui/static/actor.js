@@ -171,6 +171,7 @@ function renderConnections(connections) {
 }
 
 function renderSnapshot(data) {
+  if (!gone) showError($("banner"), null); // whatever failed before, the actor is back
   renderActor(data.actor);
   renderState(data.state);
   renderWorkflow(data.workflow);
@@ -187,7 +188,6 @@ let refreshing = null;
 async function loadSnapshot() {
   try {
     renderSnapshot(await api("GET", base));
-    if (!gone) showError($("banner"), null);
   } catch (error) {
     if (error instanceof ApiError && error.status === 404) markGone(`${error.identifier}: ${error.message}`);
     else showError($("banner"), error);
