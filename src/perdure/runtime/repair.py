@@ -94,9 +94,10 @@ async def _apply(instance: ActorInstance, plan: RepairPlan) -> None:
             )
         for message in plan.requeue:
             body = encode_value(message["body"], what="a requeued message", owner=owner)
-            queue.restore(
-                QueueMessageRecord(int(message["id"]), message["name"], body, message["at"])
+            record = QueueMessageRecord(
+                int(message["id"]), message["name"], body, message["at"], message.get("tp")
             )
+            queue.restore(record)  # with its sender's trace context, if it had one
     await instance.commits.flush_now()
 
 

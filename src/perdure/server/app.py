@@ -70,7 +70,9 @@ def create_app(
     node: dict[str, Any] = {} if cluster is None else {"node": cluster.describe()}
     if cluster is not None:
         # The runtime forwards to its peers through this (the HTTP side is the server's).
-        cluster.peers = HttpPeers(cluster.node_id, cluster.config.secret)
+        cluster.peers = HttpPeers(
+            cluster.node_id, cluster.config.secret, observer=runtime.observers
+        )
 
     async def metadata(request: Request) -> Response:
         body = {"runtime": "perdure", "version": __version__, "actorNames": actor_names, **node}

@@ -52,6 +52,7 @@ from perdure.server._asgi import Receive, Scope, Send, header_value, read_body, 
 from perdure.server._errors import public_error
 from perdure.server.peer_http import PeerConnectError, PeerHttpError, PeerHttpPool
 from perdure.server.pipe import SECRET_HEADER
+from perdure.telemetry import NO_OBSERVER, Observer
 
 __all__ = ["FORWARD_PATH", "ForwardEndpoint", "HttpPeers"]
 
@@ -80,9 +81,12 @@ class HttpPeers:
         secret: str | None = None,
         *,
         mounts: dict[str, httpx.AsyncBaseTransport] | None = None,
+        observer: Observer = NO_OBSERVER,
     ) -> None:
         """``mounts``: transports by URL prefix instead of the network (tests serve
-        several nodes' apps in one process this way)."""
+        several nodes' apps in one process this way). ``observer``: the runtime's
+        observers, asked for the trace context a forwarded request carries along."""
+        self._observer = observer
         headers = {"content-type": "application/cbor", "x-perdure-node": node_id}
         if secret:
             headers[_SECRET_HEADER.decode()] = secret
@@ -99,7 +103,13 @@ class HttpPeers:
     async def perform(
         self, node: PeerNode, actor_id: str, operation: Forwardable, params: Any
     ) -> tuple[Any, ActorIdentity]:
-        body = cbor2.dumps(_request(actor_id, operation, params))
+        request = _request(actor_id, operation, params)
+        if self._observer.traces:
+            # The trace goes along, so that the owner's spans join the caller's trace.
+            carrier = self._observer.trace_carrier()
+            if carrier is not None:
+                request["traceparent"] = carrier
+        body = cbor2.dumps(request)
         timeout = _READ_TIMEOUT
         if isinstance(operation, SendMessage) and operation.wait and operation.timeout:
             timeout += operation.timeout
@@ -289,6 +299,7 @@ class ForwardEndpoint:
 
     def __init__(self, runtime: ActorRuntime, secret: str | None) -> None:
         self.dispatch = runtime.dispatch
+        self.observer = runtime.observers
         self.secret = secret.encode() if secret else None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -306,7 +317,7 @@ class ForwardEndpoint:
                 raise InvalidRequest("Use POST.")
             request = _decode_request(await read_body(scope, receive, _MAX_FORWARD_BODY))
             ref = self.dispatch.ref(request["actor"], forwarded=True)
-            result = await _serve(ref, request)
+            result = await self._serve_traced(ref, request)
         except Exception as exc:
             error = public_error(exc)
             await _reply(send, 200, {"error": _error_fields(error, status_for(error))})
@@ -316,6 +327,18 @@ class ForwardEndpoint:
         if identity is not None:
             who = [identity.actor_id, list(identity.key), identity.generation]
         await _reply(send, 200, {"result": result, "identity": who})
+
+    async def _serve_traced(self, ref: ActorRef, request: dict[str, Any]) -> Any:
+        """Serve ``request`` inside the trace context the forwarding node sent, if any."""
+        carrier = request.get("traceparent")
+        if not self.observer.traces or not isinstance(carrier, str):
+            return await _serve(ref, request)
+        entered = self.observer.enter_trace(carrier, None)
+        try:
+            return await _serve(ref, request)
+        finally:
+            if entered is not None:
+                entered.end(None)
 
 
 def _decode_request(body: bytes) -> dict[str, Any]:

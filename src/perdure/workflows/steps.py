@@ -66,12 +66,17 @@ class StepPrimitives(RunnerCore):
             entry.status = "completed"
             entry.data = {"o": output, "a": attempts}
             self.history.touch(location)
-            if ephemeral:
-                self.stage()
-                self.defer(events)
-            else:
-                await self.commit()
-                self.deliver(events)
+            try:
+                if ephemeral:
+                    self.stage()
+                    self.defer(events)
+                else:
+                    await self.commit()
+                    self.deliver(events)
+            except BaseException as exc:
+                if span is not None:
+                    span.end(exc)  # the attempt ran, but it is not durable
+                raise
             if span is not None:
                 span.end(None)
             self.rollbacks.note(entry, location, rollback)
