@@ -53,7 +53,7 @@ def find_browser() -> BrowserPaths:
     return BrowserPaths(browser, driver)
 
 
-def start_browser(*, dark: bool = False) -> WebDriver:
+def start_browser() -> WebDriver:
     """A headless Chromium showing pages at :data:`WINDOW` size; the caller quits it."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
@@ -74,9 +74,6 @@ def start_browser(*, dark: bool = False) -> WebDriver:
         "--lang=en-US",
     ):
         options.add_argument(argument)
-    if dark:
-        options.add_argument("--force-dark-mode")
-        options.add_argument("--blink-settings=preferredColorScheme=0")
     service = Service(executable_path=paths.driver)
     driver = webdriver.Chrome(options=options, service=service)
     # The window size includes the browser's own bars: grow it until the page gets WINDOW.

@@ -364,3 +364,25 @@ def test_the_page_reconnects_after_a_restart(
         assert _same_page(browser)
     finally:
         process.kill()
+
+
+def test_dark_when_the_system_is(browser: WebDriver, server: ServerProcess) -> None:
+    background = "return getComputedStyle(document.body).backgroundColor;"
+    browser.get(f"{server.url}/ui/")
+    light = browser.execute_script(background)
+    try:
+        browser.execute_cdp_cmd(
+            "Emulation.setEmulatedMedia",
+            {"features": [{"name": "prefers-color-scheme", "value": "dark"}]},
+        )
+        dark = browser.execute_script(background)
+    finally:
+        browser.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": []})
+    assert _luminance(light) > 0.8
+    assert _luminance(dark) < 0.2
+
+
+def _luminance(css_color: str) -> float:
+    """0 (black) to 1 (white), from ``rgb(r, g, b)``."""
+    red, green, blue = (int(part) for part in css_color[css_color.index("(") + 1 : -1].split(","))
+    return (0.2126 * red + 0.7152 * green + 0.0722 * blue) / 255
