@@ -20,6 +20,7 @@ from .helpers import Api, by_id, click, history_rows, text_of, wait_until
 
 if TYPE_CHECKING:
     from selenium.webdriver.chrome.webdriver import WebDriver
+    from selenium.webdriver.remote.webelement import WebElement
 
 
 def _open_actor(browser: WebDriver, server: ServerProcess, actor_id: str) -> None:
@@ -183,23 +184,14 @@ def test_actions_and_their_errors(
 ) -> None:
     actor_id = api.create("notes", tag)
     _open_actor(browser, server, actor_id)
-    form = by_id(browser, "action-form")
-
-    by_id(browser, "action-name").send_keys("add")
-    args = by_id(browser, "action-args")
-    args.clear()
-    args.send_keys('["first"]')
-    form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    form = _submit(browser, "action-form", {"action-name": "add", "action-args": '["first"]'})
     wait_until(
         browser, lambda d: form.find_element(By.CSS_SELECTOR, ".result").text == "→ 1", "the output"
     )
     wait_until(browser, lambda d: '"first"' in text_of(d, "state"), "the new state")
 
     # An API error shows its group.code and message inline.
-    name = by_id(browser, "action-name")
-    name.clear()
-    name.send_keys("nope")
-    form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    _submit(browser, "action-form", {"action-name": "nope"})
     error = form.find_element(By.CSS_SELECTOR, ".error")
     wait_until(browser, lambda d: error.is_displayed(), "the error")
     identifier = error.find_element(By.TAG_NAME, "code").text
@@ -207,39 +199,37 @@ def test_actions_and_their_errors(
     assert error.text.startswith(f"{identifier}: ")
 
     # A schedule shows up and can be cancelled.
-    name.clear()
-    name.send_keys("plan")
-    args.clear()
-    args.send_keys("[]")
-    form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
-    wait_until(
-        browser,
-        lambda d: len(d.find_elements(By.CSS_SELECTOR, "#schedules li")) == 2,
-        "two schedules",
-    )
+    _submit(browser, "action-form", {"action-name": "plan", "action-args": "[]"})
+    wait_until(browser, lambda d: _count(d, "#schedules li") == 2, "two schedules")
     assert "tidy" in text_of(browser, "schedules")
     click(browser, "#schedules button[aria-label='Cancel schedule tidy']", "cancel tidy")
-    wait_until(
-        browser,
-        lambda d: len(d.find_elements(By.CSS_SELECTOR, "#schedules li")) == 1,
-        "one schedule left",
-    )
+    wait_until(browser, lambda d: _count(d, "#schedules li") == 1, "one schedule left")
 
     # A queue message sent from the page shows up in the queue.
-    by_id(browser, "queue-name").send_keys("inbox")
-    body = by_id(browser, "queue-body")
-    body.clear()
-    body.send_keys('{"hello": "inbox"}')
-    queue_form = by_id(browser, "queue-form")
-    queue_form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    queue_form = _submit(
+        browser, "queue-form", {"queue-name": "inbox", "queue-body": '{"hello": "inbox"}'}
+    )
     wait_until(browser, lambda d: "hello" in text_of(d, "queue"), "the message in the queue")
     assert text_of(browser, "queue-count") == "(1)"
-    body.clear()
-    body.send_keys("{not json")
-    queue_form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    _submit(browser, "queue-form", {"queue-body": "{not json"})
     error = queue_form.find_element(By.CSS_SELECTOR, ".error")
     wait_until(browser, lambda d: "not valid JSON" in error.text, "the bad-JSON error")
     assert _same_page(browser)
+
+
+def _submit(browser: WebDriver, form_id: str, fields: dict[str, str]) -> WebElement:
+    """Fill ``fields`` (element id → text) and submit the form; the form."""
+    for field_id, text in fields.items():
+        field = by_id(browser, field_id)
+        field.clear()
+        field.send_keys(text)
+    form = by_id(browser, form_id)
+    form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    return form
+
+
+def _count(browser: WebDriver, css: str) -> int:
+    return len(browser.find_elements(By.CSS_SELECTOR, css))
 
 
 def test_schedule_fires_show_live(

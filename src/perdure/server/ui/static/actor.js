@@ -339,41 +339,44 @@ async function operate(button, errorBox, call) {
   }
 }
 
-function formParts(form) {
-  return { button: form.querySelector("button[type=submit]"), errorBox: form.querySelector(".error"), result: form.querySelector(".result") };
+/** Wire the form `#id`: `call()` makes the request, `describe(answer)` is what to show. */
+function operationForm(id, call, describe) {
+  const form = $(id);
+  const button = form.querySelector("button[type=submit]");
+  const errorBox = form.querySelector(".error");
+  const result = form.querySelector(".result");
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    result.hidden = true;
+    const answer = await operate(button, errorBox, call);
+    if (answer === undefined) return;
+    result.textContent = describe(answer);
+    result.hidden = false;
+    scheduleRefresh();
+  });
 }
 
-$("action-form").addEventListener("submit", async (event) => {
-  event.preventDefault();
-  const { button, errorBox, result } = formParts(event.target);
-  result.hidden = true;
-  const output = await operate(button, errorBox, async () => {
+operationForm(
+  "action-form",
+  () => {
     const args = parseJson($("action-args").value, "Arguments");
     if (!Array.isArray(args)) throw new Error("Arguments must be a JSON array, e.g. [1, \"two\"].");
     const name = $("action-name").value.trim();
     return api("POST", `${base}/actions/${encodeURIComponent(name)}`, { args });
-  });
-  if (output === undefined) return;
-  result.textContent = `→ ${pretty(output.output)}`;
-  result.hidden = false;
-  scheduleRefresh();
-});
+  },
+  (answer) => `→ ${pretty(answer.output)}`,
+);
 
-$("queue-form").addEventListener("submit", async (event) => {
-  event.preventDefault();
-  const { button, errorBox, result } = formParts(event.target);
-  result.hidden = true;
-  const answer = await operate(button, errorBox, async () => {
+operationForm(
+  "queue-form",
+  () => {
     const body = parseJson($("queue-body").value, "Body");
     const wait = $("queue-wait").checked;
     const name = $("queue-name").value.trim();
     return api("POST", `${base}/queues/${encodeURIComponent(name)}`, { body, wait, timeout: wait ? 30 : null });
-  });
-  if (answer === undefined) return;
-  result.textContent = answer.response === undefined || answer.response === null ? answer.status : `${answer.status} → ${pretty(answer.response)}`;
-  result.hidden = false;
-  scheduleRefresh();
-});
+  },
+  (answer) => (answer.response === undefined || answer.response === null ? answer.status : `${answer.status} → ${pretty(answer.response)}`),
+);
 
 $("wf-retry").addEventListener("click", async (event) => {
   const answer = await operate(event.currentTarget, $("wf-op-error"), () => api("POST", `${base}/workflow/retry`));
