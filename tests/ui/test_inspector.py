@@ -93,6 +93,10 @@ def test_find_an_actor_by_search(
         "the pipeline actor only",
     )
     assert "name=pipeline" in browser.current_url  # the search lives in the URL
+    # Just created, the actors are awake: none is asleep.
+    Select(by_id(browser, "filter-status")).select_by_value("asleep")
+    wait_until(browser, lambda d: text_of(d, "result-status") == "No actors match.", "no match")
+    Select(by_id(browser, "filter-status")).select_by_value("all")
 
     Select(by_id(browser, "filter-name")).select_by_value("")
     search.clear()
