@@ -73,4 +73,4 @@ async def test_other_sites_pages_are_refused_even_on_loopback(runtime: ActorRunt
 
 async def test_the_admin_surface_can_be_turned_off(runtime: ActorRuntime) -> None:
     async with _client(runtime, AdminAccess(enabled=False), "127.0.0.1") as client:
-        assert await _status(client) == (403, "admin.forbidden")
+        assert await _status(client) == (403, "admin.disabled")

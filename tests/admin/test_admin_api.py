@@ -207,6 +207,9 @@ async def test_retry_after_the_cause_is_fixed(
     workflow = await _workflow(client, jobs)
     assert workflow["status"] == "running"
     assert workflow["error"] is None
+    apply = next(e for e in workflow["history"] if e["name"] == "apply")
+    assert apply["status"] == "completed"
+    assert [error["attempts"] for error in apply["errors"]] == [2, 2]  # both failed rounds
     _error(await client.post(f"/admin/actors/{jobs}/workflow/retry"), 409, "workflow.not_failed")
 
 

@@ -315,7 +315,7 @@ def test_a_server_without_admin_says_so(tmp_path: Path) -> None:
     try:
         _counter(server, "main", 1)
         refused = Cli(server.url).fails("inspect", "counter", "main")
-        assert "turned off on this server (--no-admin). (admin.forbidden)" in refused
+        assert "turned off on this server (--no-admin). (admin.disabled)" in refused
         assert "--token" not in refused  # no hint that could not help
     finally:
         server.kill()

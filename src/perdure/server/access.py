@@ -21,7 +21,7 @@ from starlette.requests import HTTPConnection
 
 from perdure.errors import PerdureError
 
-__all__ = ["ADMIN_COOKIE", "AdminAccess", "AdminDenied", "AdminUnauthorized"]
+__all__ = ["ADMIN_COOKIE", "AdminAccess", "AdminDenied", "AdminDisabled", "AdminUnauthorized"]
 
 ADMIN_COOKIE = "perdure_admin"
 
@@ -35,6 +35,15 @@ class AdminDenied(PerdureError):
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
+
+
+class AdminDisabled(AdminDenied):
+    """The server runs with the admin surface turned off (403 ``admin.disabled``)."""
+
+    default_code = "disabled"
+
+    def __init__(self) -> None:
+        super().__init__("The admin surface is turned off on this server (--no-admin).")
 
 
 class AdminUnauthorized(AdminDenied):
@@ -54,7 +63,7 @@ class AdminAccess:
     def check(self, connection: HTTPConnection) -> None:
         """Raise :class:`AdminDenied` unless ``connection`` may use the admin surface."""
         if not self.enabled:
-            raise AdminDenied("The admin surface is turned off on this server (--no-admin).")
+            raise AdminDisabled()
         _check_same_origin(connection)
         if self.token is None:
             if _is_loopback(connection) and _names_loopback(connection):

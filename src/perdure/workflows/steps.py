@@ -63,8 +63,11 @@ class StepPrimitives(RunnerCore):
                     span.end(exc)
                 raise
             events = step_context.close()
+            errors = entry.data.get("errors")  # kept from attempts before a retry
             entry.status = "completed"
             entry.data = {"o": output, "a": attempts}
+            if errors:
+                entry.data["errors"] = errors
             self.history.touch(location)
             try:
                 if ephemeral:
