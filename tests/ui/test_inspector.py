@@ -157,6 +157,9 @@ def test_retry_a_failed_workflow_after_fixing_its_cause(
     )
     checked = _entry(browser, "check-gate")
     assert checked["status"] == "completed"
+    # The failures stay on record, with the attempts they took (max_retries=1: two).
+    assert "1 earlier error" in checked["detail"]
+    assert "is closed: remove its file to open it (2 attempts)" in checked["detail"]
     assert not by_id(browser, "wf-retry").is_displayed()
     assert _same_page(browser)
 

@@ -112,7 +112,7 @@ def test_no_admin_turns_the_inspector_off(tmp_path: Path) -> None:
             for path in ("/ui/", "/ui/login", "/ui/static/inspector.css"):
                 answer = http.get(path)
                 assert answer.status_code == 403, path
-                assert "admin.forbidden" in answer.text
+                assert "admin.disabled" in answer.text
     finally:
         process.kill()
 

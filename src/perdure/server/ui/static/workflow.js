@@ -10,6 +10,12 @@ export function errorText(error) {
   return `${label}${error.message ?? JSON.stringify(error)}`;
 }
 
+/** An error a retry set aside, with the attempts it had taken. */
+function pastError(error) {
+  const attempts = error.attempts ? ` (${error.attempts} attempt${error.attempts === 1 ? "" : "s"})` : "";
+  return el("li", {}, errorText(error), attempts);
+}
+
 function detailCell(entry) {
   const cell = el("td", { class: "detail" });
   if (entry.error) cell.append(el("div", { class: "entry-error" }, errorText(entry.error)));
@@ -20,7 +26,7 @@ function detailCell(entry) {
         "details",
         { class: "past-errors" },
         el("summary", {}, `${past.length} earlier error${past.length === 1 ? "" : "s"}`),
-        el("ol", {}, past.map((error) => el("li", {}, errorText(error)))),
+        el("ol", {}, past.map(pastError)),
       ),
     );
   }
