@@ -51,6 +51,7 @@ from perdure.keys import serialize_key
 from perdure.observe.serving import add_serve_options, configure_logging, enable_otel
 from perdure.registry import Registry
 from perdure.runtime.cluster import NodeConfig
+from perdure.server.access import admin_token
 from perdure.store import SQLiteStore, StoreLocked, open_store
 from perdure.store.base import ActorRecord, Store
 from perdure.store.codec import decode_value
@@ -155,6 +156,7 @@ def _add_admin_options(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--admin-token",
+        type=_admin_token,
         default=os.environ.get("PERDURE_ADMIN_TOKEN") or None,
         help="require this token for the admin surface from every address (env "
         "PERDURE_ADMIN_TOKEN); without it, only loopback clients may use it",
@@ -173,6 +175,13 @@ def _add_admin_options(parser: argparse.ArgumentParser) -> None:
         help="serve no /metrics and keep no Prometheus metrics (env PERDURE_METRICS=0; "
         "docs/metrics.md)",
     )
+
+
+def _admin_token(text: str) -> str:
+    try:
+        return admin_token(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _lease_ttl(args: argparse.Namespace) -> float:

@@ -267,7 +267,9 @@ def test_destroy_asks_on_a_terminal(
 
 
 def test_a_server_with_a_token_wants_it(tmp_path: Path) -> None:
-    server = start_server(tmp_path / "data", tmp_path / "work", ["--admin-token", "s3cret"])
+    server = start_server(
+        tmp_path / "data", tmp_path / "work", ["--admin-token", "cli-test-token-s3cret"]
+    )
     try:
         _counter(server, "main", 7)
         cli = Cli(server.url)
@@ -277,8 +279,12 @@ def test_a_server_with_a_token_wants_it(tmp_path: Path) -> None:
         assert "--token" in refused
         wrong = cli.fails("inspect", "counter", "main", "--token", "nope")
         assert "(admin.unauthorized)" in wrong
-        assert '"count": 7' in cli.ok("inspect", "counter", "main", "--token", "s3cret")
-        by_env = cli.ok("inspect", "counter", "main", env={"PERDURE_ADMIN_TOKEN": "s3cret"})
+        assert '"count": 7' in cli.ok(
+            "inspect", "counter", "main", "--token", "cli-test-token-s3cret"
+        )
+        by_env = cli.ok(
+            "inspect", "counter", "main", env={"PERDURE_ADMIN_TOKEN": "cli-test-token-s3cret"}
+        )
         assert '"count": 7' in by_env
     finally:
         server.kill()

@@ -25,7 +25,7 @@ from .helpers import Api
 if TYPE_CHECKING:
     from selenium.webdriver.chrome.webdriver import WebDriver
 
-ADMIN_TOKEN = "ui-test-token"
+ADMIN_TOKEN = "ui-test-token-0123"
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 if importlib.util.find_spec("selenium") is None and not IN_CI:

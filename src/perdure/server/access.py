@@ -21,7 +21,14 @@ from starlette.requests import HTTPConnection
 
 from perdure.errors import PerdureError
 
-__all__ = ["ADMIN_COOKIE", "AdminAccess", "AdminDenied", "AdminDisabled", "AdminUnauthorized"]
+__all__ = [
+    "ADMIN_COOKIE",
+    "AdminAccess",
+    "AdminDenied",
+    "AdminDisabled",
+    "AdminUnauthorized",
+    "admin_token",
+]
 
 ADMIN_COOKIE = "perdure_admin"
 
@@ -97,6 +104,23 @@ class AdminAccess:
         if scheme.lower() == "bearer" and value.strip():
             return value.strip()
         return connection.cookies.get(ADMIN_COOKIE) or None
+
+
+_TOKEN_CHARACTERS = frozenset(
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~+/="
+)
+
+
+def admin_token(text: str) -> str:
+    """``text`` as an admin token, or ``ValueError``: at least 16 characters, all of them
+    safe in a header and a cookie (letters, digits and ``-._~+/=``: what
+    ``openssl rand -base64`` and ``secrets.token_urlsafe`` make)."""
+    if len(text) < 16 or not set(text) <= _TOKEN_CHARACTERS:
+        raise ValueError(
+            "an admin token is at least 16 characters of letters, digits and -._~+/= "
+            "(for one: python -c 'import secrets; print(secrets.token_urlsafe(24))')"
+        )
+    return text
 
 
 def _check_same_origin(connection: HTTPConnection) -> None:

@@ -83,14 +83,14 @@ class _AdminApi:
     async def feed(self, request: Request) -> Response:
         """``GET /admin/actors/{id}/feed``: a ``snapshot`` event, then live changes."""
         actor_id = request.path_params["actor_id"]
-        snapshot = await self.inspector.details(actor_id)  # actor.not_found before streaming
+        await self.inspector.details(actor_id)  # actor.not_found before streaming starts
         return StreamingResponse(
-            self._stream(actor_id, snapshot),
+            self._stream(actor_id),
             media_type="text/event-stream",
             headers={"cache-control": "no-store", "x-accel-buffering": "no"},
         )
 
-    async def _stream(self, actor_id: str, snapshot: dict[str, Any]) -> AsyncIterator[bytes]:
+    async def _stream(self, actor_id: str) -> AsyncIterator[bytes]:
         # In a cluster the actor may live on another node, whose changes this node does
         # not see: there the feed reads the actor again every POLL seconds and sends a
         # new snapshot when it changed.
@@ -99,6 +99,11 @@ class _AdminApi:
         loop = asyncio.get_running_loop()
         quiet_since = loop.time()
         async with self.runtime.feed.watch(actor_id) as changes:
+            # Read once the watch is open: a change made meanwhile is in the snapshot or
+            # comes after it, never lost between the two.
+            snapshot = await self._snapshot_if_changed(actor_id, {})
+            if snapshot is None or snapshot.get("destroyed"):
+                return
             yield _sse(number, "snapshot", snapshot)
             iterator = aiter(changes)
             while True:
