@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 
 import httpx
@@ -10,7 +13,7 @@ import pytest
 from perdure import actor, setup
 from perdure.runtime.runtime import ActorRuntime
 from perdure.server import create_app
-from perdure.server.access import AdminAccess
+from perdure.server.access import AdminAccess, admin_token
 from perdure.store import MemoryStore
 
 pytestmark = pytest.mark.timeout(20)
@@ -74,3 +77,22 @@ async def test_other_sites_pages_are_refused_even_on_loopback(runtime: ActorRunt
 async def test_the_admin_surface_can_be_turned_off(runtime: ActorRuntime) -> None:
     async with _client(runtime, AdminAccess(enabled=False), "127.0.0.1") as client:
         assert await _status(client) == (403, "admin.disabled")
+
+
+@pytest.mark.parametrize("token", ["short", "sixteen chars ok", "semi;colon-0123456789", "é" * 20])
+def test_a_token_that_would_not_survive_a_header_or_cookie_is_refused(token: str) -> None:
+    with pytest.raises(ValueError, match="at least 16 characters"):
+        admin_token(token)
+
+
+def test_perdure_serve_refuses_a_bad_token_before_starting() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "perdure", "serve", "tests.admin_app:registry"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={**os.environ, "PERDURE_ADMIN_TOKEN": "too short"},
+    )
+    assert result.returncode == 2
+    assert "an admin token is at least 16 characters" in result.stderr
+    assert admin_token("Zm9v-YmFy_YmF6.cXV4~") == "Zm9v-YmFy_YmF6.cXV4~"
