@@ -20,6 +20,7 @@ from perdure import ActorRuntime, UserError
 from perdure.errors import ActionTimedOut
 from perdure.observe.metrics import MetricsObserver, error_code
 from perdure.server import create_app
+from perdure.server.access import AdminAccess
 from perdure.store import SQLiteStore
 from tests.support.wait import eventually
 
@@ -250,3 +251,12 @@ def test_histogram_buckets_are_cumulative_and_inclusive() -> None:
     assert samples.get("perdure_store_commit_duration_seconds_count") == 3
     assert samples.get("perdure_store_commits_total") == 3
     assert samples.get("perdure_store_commit_duration_seconds_sum") == pytest.approx(100.0003)
+
+
+async def test_no_admin_turns_metrics_off_too(tmp_path: Path) -> None:
+    runtime = ActorRuntime(registry, SQLiteStore(tmp_path / "closed.db"))
+    app = create_app(runtime, admin=AdminAccess(enabled=False))
+    async with runtime, _client(app) as http:
+        response = await http.get("/metrics")
+    assert response.status_code == 403
+    assert (response.json()["group"], response.json()["code"]) == ("admin", "disabled")
