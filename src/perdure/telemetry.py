@@ -22,7 +22,7 @@ workflow engine can report through it.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol
 
 __all__ = ["NO_OBSERVER", "ActorFacts", "Observer", "Observers", "Span"]
@@ -164,56 +164,74 @@ class _Spans:
                 _log.exception("an observer failed to end a span")
 
 
-def _guarded(method_name: str) -> Any:
-    """A hook that calls ``method_name`` on every observer, logging their failures."""
-
-    def timed(self: Observers, *args: Any) -> Span | None:
-        spans: list[Span] = []
-        for observer in self.observers:
-            try:
-                span = getattr(observer, method_name)(*args)
-            except Exception:
-                _log.exception("observer %r failed in %s", observer, method_name)
-                continue
-            if span is not None:
-                spans.append(span)
-        if not spans:
-            return None
-        return spans[0] if len(spans) == 1 else _Spans(spans)
-
-    def point(self: Observers, *args: Any) -> None:
-        for observer in self.observers:
-            try:
-                getattr(observer, method_name)(*args)
-            except Exception:
-                _log.exception("observer %r failed in %s", observer, method_name)
-
-    chosen = timed if method_name in _TIMED else point
-    chosen.__name__ = method_name
-    chosen.__doc__ = getattr(Observer, method_name).__doc__
-    return chosen
-
-
 _TIMED = frozenset({"action", "queue_send", "step", "commit", "enter_trace"})
-# Not fanned out by _guarded: a flag, and a hook whose answer is the first one given.
+# Not fanned out hook by hook: a flag, and a hook whose answer is the first one given.
 _OWN = frozenset({"traces", "trace_carrier"})
 
 
-def _overrides(observer: Observer, hook: str) -> bool:
-    """True when ``observer`` does something in ``hook`` (a fan-out counts as it does)."""
-    if isinstance(observer, Observers):
-        return observer.follows_changes
-    return getattr(type(observer), hook) is not getattr(Observer, hook)
+def _nothing(*args: Any) -> None:
+    """A hook no observer watches."""
+    return None
+
+
+def _dispatcher(hook: str, calls: tuple[Callable[..., Any], ...]) -> Callable[..., Any]:
+    """The fan-out of ``hook`` to ``calls`` (the observers that watch it), each guarded
+    so that a failing observer is logged and neither stops the others nor the work."""
+    if not calls:
+        return _nothing
+    if len(calls) == 1:
+        (call,) = calls
+
+        def one(*args: Any) -> Any:
+            try:
+                return call(*args)
+            except Exception:
+                _log.exception("an observer failed in %s", hook)
+                return None
+
+        return one
+    if hook in _TIMED:
+
+        def timed(*args: Any) -> Span | None:
+            spans: list[Span] = []
+            for each in calls:
+                try:
+                    span = each(*args)
+                except Exception:
+                    _log.exception("an observer failed in %s", hook)
+                    continue
+                if span is not None:
+                    spans.append(span)
+            if not spans:
+                return None
+            return spans[0] if len(spans) == 1 else _Spans(spans)
+
+        return timed
+
+    def point(*args: Any) -> None:
+        for each in calls:
+            try:
+                each(*args)
+            except Exception:
+                _log.exception("an observer failed in %s", hook)
+
+    return point
 
 
 class Observers(Observer):
     """Fans every report out to several observers (in order); one failing observer
-    neither stops the others nor the work."""
+    neither stops the others nor the work.
+
+    Each hook is rebuilt whenever an observer is added or removed, as a plain function
+    over just the observers that override it: a hook nobody watches costs an empty call,
+    a hook one observer watches costs that observer's method and a guard.
+    """
 
     follows_changes: bool = False
 
     def __init__(self, observers: Iterable[Observer] = ()) -> None:
         self.observers: list[Observer] = list(observers)
+        self._calls: dict[str, tuple[Callable[..., Any], ...]] = {}
         self._update()
 
     def add(self, observer: Observer) -> None:
@@ -227,16 +245,23 @@ class Observers(Observer):
             self.observers.remove(observer)
         self._update()
 
+    def watches(self, hook: str) -> bool:
+        """True when some observer does something in ``hook``."""
+        return bool(self._calls.get(hook))
+
     def _update(self) -> None:
+        self._calls = {
+            hook: tuple(getattr(each, hook) for each in self.observers if _watches(each, hook))
+            for hook in _HOOKS
+        }
+        for hook, calls in self._calls.items():
+            setattr(self, hook, _dispatcher(hook, calls))
         # Read at every request and send: kept as a plain attribute, not computed.
         self.traces = any(watcher.traces for watcher in self.observers)
         # Read at every commit: whether anyone wants the durable state and history
         # changes (the inspector's feed does; metrics do not), so that a commit
         # nobody follows does not even register a callback for them.
-        self.follows_changes = any(
-            _overrides(watcher, "state_changed") or _overrides(watcher, "history_changed")
-            for watcher in self.observers
-        )
+        self.follows_changes = self.watches("state_changed") or self.watches("history_changed")
 
     def trace_carrier(self) -> str | None:
         """The first trace context an observer gives (see :meth:`Observer.trace_carrier`)."""
@@ -251,5 +276,15 @@ class Observers(Observer):
         return None
 
 
-for _name in [n for n in vars(Observer) if not n.startswith("_") and n not in _OWN]:
-    setattr(Observers, _name, _guarded(_name))
+def _watches(observer: Observer, hook: str) -> bool:
+    """True when ``observer`` does something in ``hook``."""
+    if isinstance(observer, Observers):
+        return observer.watches(hook)
+    return getattr(type(observer), hook) is not getattr(Observer, hook)
+
+
+_HOOKS = tuple(
+    name
+    for name, value in vars(Observer).items()
+    if callable(value) and not name.startswith("_") and name not in _OWN
+)

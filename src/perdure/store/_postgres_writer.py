@@ -30,7 +30,7 @@ from psycopg.pq import TransactionStatus
 from perdure.errors import InternalError
 from perdure.store._postgres_merge import plan_statements
 from perdure.store._postgres_ops import WriteOp
-from perdure.store._shared import StoreClosed, settle_ops
+from perdure.store._shared import StoreClosed, first_error, settle_ops
 from perdure.telemetry import NO_OBSERVER, Observer
 
 __all__ = ["PostgresWriter"]
@@ -110,7 +110,7 @@ class PostgresWriter:
                 queue.clear()
                 raise
             if span is not None:
-                span.end(next((op.error for op in batch if op.error is not None), None))
+                span.end(first_error(batch))
             settle_ops(batch)
 
     async def _connection(self) -> Connection:

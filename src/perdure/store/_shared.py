@@ -18,6 +18,7 @@ __all__ = [
     "actor_id_taken",
     "actor_missing",
     "check_ttl",
+    "first_error",
     "lease_from_rows",
     "lease_is_live",
     "new_node",
@@ -72,6 +73,14 @@ class WrittenOp(Protocol):
     future: asyncio.Future[Any]
     result: Any
     error: BaseException | None
+
+
+def first_error(ops: Iterable[WrittenOp]) -> BaseException | None:
+    """The first failure among written operations (what a batch's span ends with)."""
+    for op in ops:
+        if op.error is not None:
+            return op.error
+    return None
 
 
 def settle_ops(ops: Iterable[WrittenOp]) -> None:

@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 
 from perdure.errors import InternalError
-from perdure.store._shared import StoreClosed, settle_ops
+from perdure.store._shared import StoreClosed, first_error, settle_ops
 from perdure.store._sqlite_checkpoint import FALLBACK_AUTOCHECKPOINT_PAGES, Checkpointer
 from perdure.store._sqlite_ops import WriteOp, apply_merged
 from perdure.store.migrations import apply_sqlite_migrations
@@ -267,7 +267,7 @@ class GroupCommitWriter:
             self._apply_batch(db, ops)
             return
         self._apply_batch(db, ops)
-        span.end(next((op.error for op in ops if op.error is not None), None))
+        span.end(first_error(ops))
 
     def _apply_batch(self, db: sqlite3.Connection, ops: list[WriteOp]) -> None:
         try:

@@ -355,4 +355,13 @@ class _StepQueue:
     async def send(self, name: str, body: Any) -> None:
         """Enqueue a message; it becomes durable with the step's commit."""
         self._step._check("queue.send")
-        self._step._host.require_queue().enqueue(name, body)
+        host = self._step._host
+        span = host.observer.queue_send(host, name)  # counted like any other send
+        try:
+            host.require_queue().enqueue(name, body)
+        except BaseException as exc:
+            if span is not None:
+                span.end(exc)
+            raise
+        if span is not None:
+            span.end(None)
