@@ -212,3 +212,25 @@ def test_only_observers_that_follow_changes_make_commits_report_them() -> None:
     observers.add(Recorder())
     assert observers.follows_changes
     assert Observers([Observers([Recorder()])]).follows_changes
+
+
+async def test_a_message_a_step_sends_is_reported_as_a_send(make_runtime: RuntimeFactory) -> None:
+    async def enqueue(step: StepContext) -> None:
+        await step.queue.send("later", {"n": 1})
+
+    async def run(ctx: WorkflowContext) -> str:
+        await ctx.step("enqueue", enqueue)
+        return "done"
+
+    registry = setup(use={"sender": workflow(queues={"later": queue()}, run=run)})
+    runtime = await make_runtime(registry)
+    recorder = Recorder()
+    runtime.observers.add(recorder)
+    ref = runtime.dispatch.ref(await runtime.client().sender.get_or_create("s").resolve())
+
+    async def done() -> bool:
+        return (await ref.workflow_status())["status"] == "completed"
+
+    await eventually(done, timeout=10)
+    assert ("start", "send", "sender", "later") in recorder.log
+    assert ("end", "send", "sender", "later", None) in recorder.log
