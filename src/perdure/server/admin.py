@@ -28,10 +28,9 @@ from perdure.protocol.values import from_json_value
 from perdure.runtime.dispatch import Administer, CallAction, SendMessage
 from perdure.runtime.inspect import ActorInspector, AwakeFilter, shown
 from perdure.runtime.runtime import ActorRuntime
-from perdure.server._asgi import read_body
 from perdure.server.access import AdminAccess
 from perdure.server.admin_openapi import openapi_document
-from perdure.server.management import Endpoint, json_errors, json_response
+from perdure.server.management import Endpoint, json_errors, json_response, read_json_object
 
 __all__ = ["ADMIN_PREFIX", "admin_routes"]
 
@@ -231,16 +230,7 @@ class _AdminApi:
         return summary.name
 
     async def _body(self, request: Request) -> dict[str, Any]:
-        data = await read_body(request.scope, request.receive, _MAX_ADMIN_BODY)
-        if not data.strip():
-            return {}
-        try:
-            body = json.loads(data)
-        except (ValueError, RecursionError):
-            raise InvalidRequest("The request body is not valid JSON.") from None
-        if not isinstance(body, dict):
-            raise InvalidRequest("The request body must be a JSON object.")
-        return body
+        return await read_json_object(request, _MAX_ADMIN_BODY, empty={})
 
     def guarded(self, endpoint: Endpoint) -> Endpoint:
         """``endpoint`` behind the access rule, answering errors as JSON bodies."""

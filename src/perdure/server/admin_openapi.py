@@ -6,6 +6,7 @@ import functools
 from typing import Any
 
 from perdure import __version__
+from perdure.workflows.history import ENTRY_KINDS
 
 __all__ = ["openapi_document"]
 
@@ -102,20 +103,7 @@ _SCHEMAS: dict[str, Any] = {
         {
             "location": {"type": "string", "description": "e.g. `jobs/~3/apply`"},
             "name": {"type": "string"},
-            "kind": {
-                "enum": [
-                    "step",
-                    "loop",
-                    "sleep",
-                    "message",
-                    "join",
-                    "race",
-                    "try",
-                    "removed",
-                    "version_check",
-                    "rollback_checkpoint",
-                ]
-            },
+            "kind": {"enum": sorted(ENTRY_KINDS)},
             "status": {"type": "string"},
             "seq": {"type": "integer", "description": "Order in which entries were recorded."},
             "depth": {"type": "integer"},

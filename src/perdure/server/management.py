@@ -35,7 +35,13 @@ from perdure.server._asgi import read_body
 from perdure.server._errors import error_body, header_text, public_error
 from perdure.server.target import check_actor_name, decode_input
 
-__all__ = ["actor_object", "json_errors", "json_response", "management_routes"]
+__all__ = [
+    "actor_object",
+    "json_errors",
+    "json_response",
+    "management_routes",
+    "read_json_object",
+]
 
 Endpoint = Callable[[Request], Awaitable[Response]]
 _MAX_PAGE = 1000
@@ -146,13 +152,7 @@ class _Management:
         return json_response({"names": names, "pagination": {"cursor": None}})
 
     async def _creation_body(self, request: Request) -> tuple[str, Key, Any]:
-        data = await read_body(request.scope, request.receive, self.options.max_http_body_size)
-        try:
-            body = json.loads(data)
-        except (ValueError, RecursionError):
-            raise InvalidRequest("The request body is not valid JSON.") from None
-        if not isinstance(body, dict):
-            raise InvalidRequest("The request body must be a JSON object.")
+        body = await read_json_object(request, self.options.max_http_body_size)
         name = body.get("name")
         if not isinstance(name, str):
             raise InvalidRequest("`name` must be a string.", code="unknown_name")
@@ -166,6 +166,23 @@ class _Management:
         if raw_input is not None and not isinstance(raw_input, str):
             raise InvalidRequest("`input` must be base64 CBOR.", code="invalid_input")
         return name, key, decode_input(raw_input, self.options.max_input_size, urlsafe=False)
+
+
+async def read_json_object(
+    request: Request, limit: int, *, empty: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The request's JSON object body (``actor.invalid_request`` otherwise). ``empty``:
+    what an empty body stands for, when one is allowed."""
+    data = await read_body(request.scope, request.receive, limit)
+    if empty is not None and not data.strip():
+        return empty
+    try:
+        body = json.loads(data)
+    except (ValueError, RecursionError):
+        raise InvalidRequest("The request body is not valid JSON.") from None
+    if not isinstance(body, dict):
+        raise InvalidRequest("The request body must be a JSON object.")
+    return body
 
 
 def _parse_key(text: str) -> Key:
