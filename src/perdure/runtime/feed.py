@@ -26,7 +26,7 @@ from perdure.telemetry import ActorFacts, Observer
 if TYPE_CHECKING:
     from perdure.runtime.runtime import ActorRuntime
 
-__all__ = ["BACKLOG", "ActorFeed", "Change"]
+__all__ = ["BACKLOG", "ActorFeed", "Change", "FeedWatch"]
 
 BACKLOG = 1000
 _log = logging.getLogger("perdure.feed")
@@ -38,14 +38,20 @@ Change = tuple[str, dict[str, Any]]
 _END: Change = ("end", {})
 
 
-class _Watch:
-    """One open feed: a bounded queue of changes."""
+class FeedWatch:
+    """One open feed: a bounded queue of changes.
 
-    __slots__ = ("closed", "queue")
+    Read with :meth:`next`, which waits with a timeout on the queue itself: a wait that
+    times out leaves the feed open (an async generator cancelled mid-wait would be
+    finished for good).
+    """
+
+    __slots__ = ("closed", "finished", "queue")
 
     def __init__(self) -> None:
         self.queue: asyncio.Queue[Change] = asyncio.Queue(BACKLOG + 1)
-        self.closed = False
+        self.closed = False  # nothing more is put
+        self.finished = False  # the reader has seen the last change
 
     def put(self, change: Change) -> None:
         if self.closed:
@@ -61,25 +67,39 @@ class _Watch:
             self.closed = True
             self.queue.put_nowait(_END)
 
+    async def next(self, timeout: float) -> Change | None:
+        """The next change; ``None`` if none came within ``timeout`` seconds (the feed
+        stays open); ``("end", {})`` once it is over (shut down, or after a resync)."""
+        if self.finished:
+            return _END
+        try:
+            change = await asyncio.wait_for(self.queue.get(), timeout)
+        except TimeoutError:
+            return None
+        if change[0] in ("end", "resync"):
+            self.finished = True
+        return change
+
 
 class ActorFeed(Observer):
     """Live changes per actor for the admin API (see the module docstring)."""
 
     def __init__(self, runtime: ActorRuntime) -> None:
         self._runtime = runtime
-        self._watches: dict[str, set[_Watch]] = {}
+        self._watches: dict[str, set[FeedWatch]] = {}
         self._attached = False
 
     @asynccontextmanager
-    async def watch(self, actor_id: str) -> AsyncIterator[AsyncIterator[Change]]:
-        """Open a feed of ``actor_id``'s changes for the ``async with`` block."""
-        watch = _Watch()
+    async def watch(self, actor_id: str) -> AsyncIterator[FeedWatch]:
+        """Open a feed of ``actor_id``'s changes for the ``async with`` block; read it
+        with :meth:`FeedWatch.next`."""
+        watch = FeedWatch()
         self._watches.setdefault(actor_id, set()).add(watch)
         if not self._attached:
             self._runtime.observers.add(self)
             self._attached = True
         try:
-            yield _changes(watch)
+            yield watch
         finally:
             watch.closed = True
             watches = self._watches.get(actor_id)
@@ -157,13 +177,3 @@ class ActorFeed(Observer):
             self._send(actor.actor_id, "lifecycle", {"awake": False, "destroyed": True})
         else:
             self._send(actor.actor_id, "lifecycle", {"awake": False, "reason": reason})
-
-
-async def _changes(watch: _Watch) -> AsyncIterator[Change]:
-    while True:
-        change = await watch.queue.get()
-        if change is _END:
-            return
-        yield change
-        if change[0] == "resync":
-            return

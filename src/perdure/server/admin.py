@@ -61,7 +61,7 @@ class _AdminApi:
         query = request.query_params
         name = query.get("name") or None
         if name is not None:
-            self.dispatch.definition(name)  # actor.not_found for an unknown type
+            self.dispatch.definition(name)  # actor.unknown_name for an unknown type
         status = query.get("status", "all")
         if status not in ("all", "awake", "asleep"):
             raise InvalidRequest("`status` is `all`, `awake` or `asleep`.", code="invalid_filter")
@@ -94,51 +94,43 @@ class _AdminApi:
         # not see: there the feed reads the actor again every POLL seconds and sends a
         # new snapshot when it changed.
         polling = self.runtime.cluster is not None
-        number = 0
         loop = asyncio.get_running_loop()
-        quiet_since = loop.time()
-        async with self.runtime.feed.watch(actor_id) as changes:
+        async with self.runtime.feed.watch(actor_id) as watch:
             # Read once the watch is open: a change made meanwhile is in the snapshot or
             # comes after it, never lost between the two.
-            snapshot = await self._snapshot_if_changed(actor_id, {})
-            if snapshot is None or snapshot.get("destroyed"):
+            snapshot = await self._snapshot(actor_id)
+            if snapshot is None:
                 return
+            number = 0
             yield _sse(number, "snapshot", snapshot)
-            iterator = aiter(changes)
+            quiet_since = loop.time()
             while True:
-                try:
-                    kind, data = await asyncio.wait_for(
-                        anext(iterator), POLL if polling else KEEP_ALIVE
-                    )
-                except TimeoutError:
-                    if polling and not self.runtime.is_live(actor_id):
-                        fresh = await self._snapshot_if_changed(actor_id, snapshot)
-                        if fresh is not None:
-                            snapshot = fresh
-                            number += 1
-                            quiet_since = loop.time()
-                            yield _sse(number, "snapshot", snapshot)
-                            if snapshot.get("destroyed"):
-                                return
-                            continue
+                change = await watch.next(POLL if polling else KEEP_ALIVE)
+                if change is None and polling and not self.runtime.is_live(actor_id):
+                    fresh = await self._snapshot(actor_id)
+                    if fresh != snapshot:
+                        change = ("snapshot", fresh or {**snapshot, "destroyed": True})
+                        snapshot = change[1]
+                if change is None:
                     if loop.time() - quiet_since >= KEEP_ALIVE:
                         quiet_since = loop.time()
                         yield b": keep-alive\n\n"
                     continue
-                except StopAsyncIteration:
+                kind, data = change
+                if kind == "end":
                     return
                 number += 1
                 quiet_since = loop.time()
                 yield _sse(number, kind, data)
+                if kind == "resync" or data.get("destroyed"):
+                    return
 
-    async def _snapshot_if_changed(
-        self, actor_id: str, last: dict[str, Any]
-    ) -> dict[str, Any] | None:
+    async def _snapshot(self, actor_id: str) -> dict[str, Any] | None:
+        """The actor's details, or ``None`` once it is destroyed."""
         try:
-            fresh = await self.inspector.details(actor_id)
+            return await self.inspector.details(actor_id)
         except ActorNotFound:
-            return {**last, "destroyed": True}
-        return None if fresh == last else fresh
+            return None
 
     async def openapi(self, request: Request) -> Response:
         """``GET /admin/openapi.json``."""
