@@ -296,12 +296,7 @@ def _import_module(target: str) -> Any:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    import uvicorn
-
-    from perdure.runtime.runtime import ActorRuntime
-    from perdure.server import create_app
-    from perdure.server.access import AdminAccess
-    from perdure.server.draining import DrainingServer
+    from perdure.server.listening import ListenError, bind_listener
 
     level = getattr(logging, args.log_level.upper())
     configure_logging(level, args.log_format)
@@ -310,6 +305,28 @@ def _serve(args: argparse.Namespace) -> int:
     logging.getLogger("httpx").setLevel(max(level, logging.WARNING))
     logging.getLogger("uvicorn.error").addFilter(_UvicornLog(quiet=level > logging.DEBUG))
     registry = load_registry(args.registry)
+    # Before the store is opened or anything logged: a port in use is the first thing
+    # a user hears about, not an error line after "serving".
+    try:
+        listener = bind_listener(args.host, args.port)
+    except ListenError as exc:
+        print(f"perdure: error: {exc}", file=sys.stderr)
+        return 1
+    with listener:
+        return _serve_on(args, registry, listener, level)
+
+
+def _serve_on(
+    args: argparse.Namespace, registry: Registry, listener: socket.socket, level: int
+) -> int:
+    import uvicorn
+
+    from perdure.runtime.runtime import ActorRuntime
+    from perdure.server import create_app
+    from perdure.server.access import AdminAccess
+    from perdure.server.draining import DrainingServer
+
+    port = listener.getsockname()[1]
     url = _store_url(args, create=True)
     node = _node_config(args, url)
     store = _open(url)
@@ -358,14 +375,12 @@ def _serve(args: argparse.Namespace) -> int:
     )
     if args.gc_tuning:
         tune_garbage_collector()  # everything long-lived is loaded by now
-    _log.info(
-        "perdure %s serving %s on http://%s:%d", __version__, args.registry, args.host, args.port
-    )
+    _log.info("perdure %s serving %s on http://%s:%d", __version__, args.registry, args.host, port)
     # uvicorn shuts down gracefully on SIGTERM/SIGINT, then re-raises the signal with the
     # handlers it found installed. Installing ours turns that into a clean exit status 0.
     previous = {sig: signal.signal(sig, _stop_requested) for sig in _STOP_SIGNALS}
     try:
-        DrainingServer(config, runtime).run()
+        DrainingServer(config, runtime).run(sockets=[listener])
     except _StopRequested:
         pass
     finally:

@@ -40,6 +40,10 @@ class QueueSendResult:
         return {"status": self.status, "response": self.response}
 
 
+class _SenderReleased(Exception):
+    """Ends a sender's wait for a completion early (the server is shutting down)."""
+
+
 class _Waiter:
     __slots__ = ("future", "names")
 
@@ -132,10 +136,21 @@ class ActorQueue:
             async with asyncio.timeout(timeout):
                 response = await asyncio.shield(completion)
             return QueueSendResult("completed", response)
-        except TimeoutError:
+        except (TimeoutError, _SenderReleased):
             return QueueSendResult("timedOut")
         finally:
             self._completions.pop(record.id, None)
+
+    def release_waiting_senders(self) -> None:
+        """Answer every sender still waiting for a completion with ``timedOut`` now.
+
+        The server calls this when it starts to shut down: a sender's wait may be long,
+        and its open request would otherwise hold the shutdown for the whole graceful
+        period. The messages stay queued; only the waiting ends.
+        """
+        for completion in self._completions.values():
+            if not completion.done():
+                completion.set_exception(_SenderReleased())
 
     # ---------------------------------------------------------------- receiving
 

@@ -132,6 +132,13 @@ class ActorRuntime:
         )
         await asyncio.sleep(cluster.config.heartbeat_ms / 1000)
 
+    def release_waiting_senders(self) -> None:
+        """Shutdown has begun: senders waiting for a completion get ``timedOut`` at once
+        (their messages stay queued), so that their requests do not hold the shutdown."""
+        for instance in list(self._live.values()):
+            if instance.queue is not None:
+                instance.queue.release_waiting_senders()
+
     async def __aenter__(self) -> ActorRuntime:
         await self.start()
         return self

@@ -47,6 +47,8 @@ class DrainingServer(uvicorn.Server):
             # Open inspector feeds never end by themselves: end them, or uvicorn would
             # wait out its graceful-shutdown timeout for them.
             loop.call_soon_threadsafe(self.runtime.feed.close_all)
+            # Likewise senders waiting for a completion: they get `timedOut` now.
+            loop.call_soon_threadsafe(self.runtime.release_waiting_senders)
         if self._drain_started or self.runtime.cluster is None or loop is None:
             super().handle_exit(sig, frame)
             return
