@@ -29,14 +29,14 @@ async def main(endpoint: str, key: str, runs: int, timeout: float = 600.0) -> di
     async with create_client(endpoint) as client:
         handle = client.cronActor.get_or_create([key])
         state: dict[str, Any] = await handle.getState()
-        print(describe(state), flush=True)
+        print("cron:", describe(state), flush=True)
         target = state["runs"] + runs
         async with asyncio.timeout(timeout):
             while state["runs"] < target:
                 await asyncio.sleep(1.0)
                 latest: dict[str, Any] = await handle.getState()
                 if latest != state:
-                    print(describe(latest), flush=True)
+                    print("cron:", describe(latest), flush=True)
                 state = latest
         return state
 
@@ -46,5 +46,6 @@ if __name__ == "__main__":
     parser.add_argument("--endpoint", default="http://localhost:6420")
     parser.add_argument("--key", default="main")
     parser.add_argument("--runs", type=int, default=3, help="how many new runs to wait for")
+    parser.add_argument("--timeout", type=float, default=600.0, help="give up after (seconds)")
     arguments = parser.parse_args()
-    asyncio.run(main(arguments.endpoint, arguments.key, arguments.runs))
+    asyncio.run(main(arguments.endpoint, arguments.key, arguments.runs, arguments.timeout))

@@ -8,7 +8,12 @@ loop ticks once per second, durably (a crash never repeats or skips a tick's sta
 
 from __future__ import annotations
 
+import logging
+
 from perdure import ActorContext, StepContext, WorkflowContext, setup, workflow
+
+# `perdure serve` prints these lines, so the demo shows every wake and sleep.
+log = logging.getLogger("examples.setup_teardown")
 
 # Counts what happened to the resource in this process, so a client can check that every
 # wake was paired with a sleep (see the ``getLifecycle`` action).
@@ -26,6 +31,7 @@ def close_resource(resource: str) -> None:
 
 def on_wake(c: ActorContext) -> None:
     c.vars["resource"] = open_resource()
+    log.info("setupRunTeardownActor %s woke: resource opened", list(c.key))
 
 
 def on_sleep(c: ActorContext) -> None:
@@ -33,6 +39,7 @@ def on_sleep(c: ActorContext) -> None:
         return
     close_resource(c.vars["resource"])
     c.vars["resource"] = None
+    log.info("setupRunTeardownActor %s going to sleep: resource closed", list(c.key))
 
 
 def initialise(step: StepContext) -> None:
