@@ -21,6 +21,11 @@ HTTP status a server answers with. The tree::
     ├── WorkflowError                workflow.* (500)             divergence, exhausted steps …
     ├── DefinitionError              config.invalid (500)         bad actor definition (raised
     │                                                             when the registry is built)
+    ├── ArgumentError                api.* (500)                  actor code called the API with
+    │                                                             an unknown keyword (a camelCase
+    │                                                             one), a duration or an instant
+    │                                                             of the wrong type; also a
+    │                                                             TypeError and a ValueError
     └── (perdure.store.errors)       ownership and the data lock:
         ├── ActorOwnedElsewhere      actor.owned_elsewhere (503)  another node holds a lease
         ├── LeaseLost                actor.lease_lost (409)       the lease was taken over
@@ -45,6 +50,7 @@ __all__ = [
     "ActorAlreadyExists",
     "ActorNotFound",
     "ActorStopping",
+    "ArgumentError",
     "DefinitionError",
     "EngineSignal",
     "InternalError",
@@ -206,6 +212,22 @@ class DefinitionError(PerdureError):
 
     group = "config"
     default_code = "invalid"
+    status = 500
+
+
+class ArgumentError(PerdureError, TypeError, ValueError):
+    """Actor code called perdure's API with an argument it cannot take.
+
+    Codes: ``unknown_argument`` (a keyword the call does not have, e.g. RivetKit's
+    ``maxHistory`` for ``max_history``), ``invalid_duration`` (not seconds or a
+    ``timedelta``), ``invalid_time`` (not an aware ``datetime`` or epoch milliseconds).
+    Raised where the call is made, so the traceback points at it. It is a ``TypeError``
+    (what Python raises for a wrong keyword) and a ``ValueError`` (a naive datetime), so
+    code written against either keeps working. Public: a caller sees the message.
+    """
+
+    group = "api"
+    default_code = "invalid_argument"
     status = 500
 
 

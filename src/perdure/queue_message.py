@@ -5,13 +5,20 @@ It sits outside both layers so that ``perdure.workflows`` hands out the same typ
 received the message, so the receiver gives it a :class:`Completer`: the actor's queue
 for a plain receive, or the workflow engine (which also records the completion in
 history) for ``ctx.queue.next``.
+
+It reads like the rest of the API: snake_case attributes (``created_at`` is epoch
+milliseconds, ``created_time`` the same instant as an aware UTC ``datetime``), and a
+camelCase attribute (``message.createdAt``) fails naming the snake_case one.
 """
 
 from __future__ import annotations
 
+import datetime as _dt
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from perdure._names import SnakeCaseAttributes
+from perdure._time import utc_datetime
 from perdure.errors import QueueError
 
 __all__ = ["Completer", "QueueMessage"]
@@ -26,7 +33,7 @@ class Completer(Protocol):
 
 
 @dataclass(slots=True)
-class QueueMessage:
+class QueueMessage(SnakeCaseAttributes):
     """A received message. ``complete(response)`` exists for completable receives.
 
     ``completer`` is set by the receiver of a completable message; ``replayed`` marks a
@@ -41,6 +48,11 @@ class QueueMessage:
     completed: bool = False
     completer: Completer | None = field(default=None, repr=False, compare=False, kw_only=True)
     replayed: bool = field(default=False, repr=False, compare=False, kw_only=True)
+
+    @property
+    def created_time(self) -> _dt.datetime:
+        """When the message was sent (``created_at``) as an aware UTC datetime."""
+        return utc_datetime(self.created_at)
 
     async def complete(self, response: Any = None) -> None:
         """Acknowledge a completable message: remove it and answer a waiting sender."""

@@ -17,6 +17,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Literal
 
+from perdure._names import vars_value
 from perdure.definition import MISSING, WORKFLOW_STATUS_ACTION, ActorDefinition
 from perdure.errors import (
     ActionTimedOut,
@@ -165,6 +166,7 @@ class ActorInstance:
             )
         else:
             self.vars = self.definition.initial_vars()
+        self.vars = vars_value(self.vars)  # a dict's `c.vars.x` then says to write c.vars["x"]
         if "on_wake" in hooks:
             await call_hook(hooks["on_wake"], self.context)
         self.status = "running"

@@ -13,10 +13,13 @@ message is never lost and never applied twice.
 from __future__ import annotations
 
 import asyncio
+import datetime as _dt
 from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from perdure._names import keywords_checked
+from perdure._time import optional_duration
 from perdure.errors import ActorAborted, QueueError
 from perdure.queue_message import QueueMessage
 from perdure.store.base import QueueMessageRecord
@@ -277,15 +280,20 @@ class QueueReceiver:
         """How many messages are queued (including received-but-uncompleted ones)."""
         return len(self._queue)
 
+    @keywords_checked("c.queue.next_batch()")
     async def next_batch(
         self,
         names: Iterable[str] | str | None = None,
         *,
         count: int = 1,
-        timeout: float | None = None,
+        timeout: float | _dt.timedelta | None = None,
         completable: bool = False,
     ) -> list[QueueMessage]:
-        """Wait for at least one matching message; return up to ``count`` ([] on timeout)."""
+        """Wait for at least one matching message; return up to ``count`` ([] on timeout).
+
+        ``timeout`` is seconds or a ``timedelta``; ``None`` waits until one comes.
+        """
+        timeout = optional_duration(timeout, "c.queue.next_batch() timeout")
         wanted = _names(names)
         activity = self._instance.activity
         activity.run_waiting(True)
@@ -296,17 +304,19 @@ class QueueReceiver:
             activity.run_waiting(False)
         return self._queue.take(self._queue.available(wanted, count), completable=completable)
 
+    @keywords_checked("c.queue.next()")
     async def next(
         self,
         names: Iterable[str] | str | None = None,
         *,
-        timeout: float | None = None,
+        timeout: float | _dt.timedelta | None = None,
         completable: bool = False,
     ) -> QueueMessage | None:
         """One message, waiting up to ``timeout`` (``None`` on timeout)."""
         batch = await self.next_batch(names, count=1, timeout=timeout, completable=completable)
         return batch[0] if batch else None
 
+    @keywords_checked("c.queue.try_next_batch()")
     def try_next_batch(
         self,
         names: Iterable[str] | str | None = None,
@@ -318,6 +328,7 @@ class QueueReceiver:
         wanted = _names(names)
         return self._queue.take(self._queue.available(wanted, count), completable=completable)
 
+    @keywords_checked("c.queue.try_next()")
     def try_next(
         self, names: Iterable[str] | str | None = None, *, completable: bool = False
     ) -> QueueMessage | None:
@@ -325,6 +336,7 @@ class QueueReceiver:
         batch = self.try_next_batch(names, count=1, completable=completable)
         return batch[0] if batch else None
 
+    @keywords_checked("c.queue.iter()")
     async def iter(
         self, names: Iterable[str] | str | None = None, *, completable: bool = False
     ) -> AsyncIterator[QueueMessage]:

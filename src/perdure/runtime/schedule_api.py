@@ -7,6 +7,10 @@ receives the configured ``args`` followed by a :class:`ScheduledFireInfo`. Error
 ``invalid_interval``, ``invalid_cron_expression``, ``invalid_timezone``,
 ``invalid_max_history``, ``invalid_limit``, ``invalid_delay``, ``invalid_time``,
 ``invalid_arguments``, ``action_not_found`` and ``max_schedules_exceeded``.
+
+Durations are seconds or a ``timedelta``, instants an aware ``datetime`` or epoch
+milliseconds. A keyword the method does not take (RivetKit's ``maxHistory``) raises
+:class:`~perdure.errors.ArgumentError` ``api.unknown_argument`` naming the snake_case one.
 """
 
 from __future__ import annotations
@@ -16,6 +20,8 @@ import uuid
 from collections.abc import Iterable
 from typing import Any
 
+from perdure._names import keywords_checked
+from perdure._time import warn_if_epoch_seconds, warn_if_milliseconds
 from perdure.errors import ActionNotFound, InvalidRequest, ScheduleError
 from perdure.runtime.cadence import (
     check_history_limit,
@@ -93,15 +99,19 @@ class ActorSchedule:
     def __init__(self, manager: ScheduleManager) -> None:
         self._manager = manager
 
+    @keywords_checked("schedule.after()")
     async def after(self, delay: Any, action: str, *args: Any) -> str:
         """Run ``action(*args, fire_info)`` after ``delay`` (seconds or timedelta)."""
+        warn_if_milliseconds("schedule.after() delay", delay)
         return await self._add(self._manager.now() + delay_ms(delay), action, list(args))
 
+    @keywords_checked("schedule.at()")
     async def at(self, when: Any, action: str, *args: Any) -> str:
         """Run ``action(*args, fire_info)`` at ``when`` (aware datetime or epoch ms).
 
         A time in the past fires as soon as possible.
         """
+        warn_if_epoch_seconds("schedule.at() time", when)
         return await self._add(epoch_ms(when), action, list(args))
 
     async def _add(self, run_at: int, action: str, args: list[Any]) -> str:
@@ -114,16 +124,19 @@ class ActorSchedule:
         await manager.flush()
         return schedule_id
 
+    @keywords_checked("schedule.get()")
     async def get(self, schedule_id: str) -> ScheduledEventInfo | None:
         """The pending one-shot with this id, or ``None`` (fired, cancelled, unknown)."""
         job = self._manager.jobs.get(schedule_id)
         return None if job is None or job.name is not None else _event_info(job)
 
+    @keywords_checked("schedule.list()")
     async def list(self) -> _EventList:
         """Pending one-shots, soonest first."""
         jobs = [job for job in self._manager.jobs.values() if job.name is None]
         return [_event_info(job) for job in sorted(jobs, key=lambda j: (j.run_at, j.id))]
 
+    @keywords_checked("schedule.cancel()")
     async def cancel(self, schedule_id: str) -> bool:
         """Cancel a pending one-shot; ``False`` if there is none with this id."""
         manager = self._manager
@@ -144,6 +157,7 @@ class ActorCron:
     def __init__(self, manager: ScheduleManager) -> None:
         self._manager = manager
 
+    @keywords_checked("cron.every()")
     async def every(
         self,
         *,
@@ -159,6 +173,7 @@ class ActorCron:
         The first run is one interval from now; if the job exists with the same interval
         its next run is kept.
         """
+        warn_if_milliseconds("cron.every() interval", interval)
         manager = self._manager
         minimum = round(manager.instance.options.min_cron_interval * 1000)
         step = interval_ms(interval, minimum)
@@ -170,6 +185,7 @@ class ActorCron:
         cadence = _Cadence("every", interval_ms=step)
         return await self._upsert(name, action, args, max_history, run_at, cadence, old)
 
+    @keywords_checked("cron.set()")
     async def set(
         self,
         *,
@@ -238,16 +254,19 @@ class ActorCron:
         await manager.flush()
         return _job_info(job)
 
+    @keywords_checked("cron.get()")
     async def get(self, name: str) -> CronJobInfo | None:
         """The recurring job ``name``, or ``None``."""
         job = self._manager.jobs.get(recurring_id(name)) if isinstance(name, str) else None
         return None if job is None else _job_info(job)
 
+    @keywords_checked("cron.list()")
     async def list(self) -> _JobList:
         """Every recurring job, by name."""
         jobs = [job for job in self._manager.jobs.values() if job.name is not None]
         return [_job_info(job) for job in sorted(jobs, key=lambda j: j.id)]
 
+    @keywords_checked("cron.delete()")
     async def delete(self, name: str) -> bool:
         """Delete the job and its history; ``False`` if there is no job of that name."""
         manager = self._manager
@@ -257,6 +276,7 @@ class ActorCron:
         await manager.flush()
         return True
 
+    @keywords_checked("cron.history()")
     async def history(self, name: str, limit: int = 20) -> _FireList:
         """The job's newest fires (``limit`` 1..1000), newest first."""
         check_name(name)

@@ -5,15 +5,23 @@ is *also* a read-only mapping with the wire's camelCase keys (``fire["scheduledA
 So an action can pass one on as it is — return it, put it in a queue body or in state —
 and it travels as the plain object a TypeScript client expects. Keys whose value is
 ``None`` are absent from the mapping, as optional fields are on the wire (a one-shot's
-fire info has no ``name``). Times are epoch milliseconds (``int``) in both views: they
-are the values the seed's programs store and compare.
+fire info has no ``name``).
+
+Instants come two ways: ``*_at`` attributes are epoch milliseconds (``int``), the values
+the wire carries and the seed's programs store and compare; each has a ``*_time`` twin,
+the same instant as an aware UTC ``datetime`` (``fire.scheduled_time``). A camelCase
+attribute (``fire.scheduledAt``) fails with an ``AttributeError`` naming the snake_case one.
 """
 
 from __future__ import annotations
 
+import datetime as _dt
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
+
+from perdure._names import SnakeCaseAttributes
+from perdure._time import datetime_from_ms, utc_datetime
 
 __all__ = [
     "CronFire",
@@ -28,7 +36,7 @@ ScheduleKind = Literal["at", "cron", "every"]
 FireResult = Literal["running", "ok", "error", "skipped"]
 
 
-class _WireMapping(Mapping[str, Any]):
+class _WireMapping(SnakeCaseAttributes, Mapping[str, Any]):
     """Mapping view of a dataclass: ``_WIRE`` pairs each wire key with its attribute."""
 
     __slots__ = ()
@@ -60,8 +68,26 @@ class _WireMapping(Mapping[str, Any]):
         return dict(self._present())
 
 
+class _Fired(_WireMapping):
+    """The two instants of a fire: when it was due and when it fired."""
+
+    __slots__ = ()
+    scheduled_at: int
+    fired_at: int
+
+    @property
+    def scheduled_time(self) -> _dt.datetime:
+        """``scheduled_at`` as an aware UTC datetime."""
+        return utc_datetime(self.scheduled_at)
+
+    @property
+    def fired_time(self) -> _dt.datetime:
+        """``fired_at`` as an aware UTC datetime."""
+        return utc_datetime(self.fired_at)
+
+
 @dataclass(frozen=True, slots=True, eq=False)
-class ScheduledFireInfo(_WireMapping):
+class ScheduledFireInfo(_Fired):
     """Appended as the last argument of every scheduled action call.
 
     ``kind`` is ``"at"`` for a one-shot (``id`` is its UUID, ``name`` is ``None``) or
@@ -101,6 +127,11 @@ class ScheduledEventInfo(_WireMapping):
         ("args", "args"),
         ("runAt", "run_at"),
     )
+
+    @property
+    def run_time(self) -> _dt.datetime:
+        """``run_at`` as an aware UTC datetime."""
+        return utc_datetime(self.run_at)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -142,9 +173,19 @@ class CronJobInfo(_WireMapping):
         """The interval of an ``every`` job in seconds (``None`` for cron jobs)."""
         return None if self.interval_ms is None else self.interval_ms / 1000
 
+    @property
+    def next_run_time(self) -> _dt.datetime:
+        """``next_run_at`` as an aware UTC datetime."""
+        return utc_datetime(self.next_run_at)
+
+    @property
+    def last_run_time(self) -> _dt.datetime | None:
+        """``last_run_at`` as an aware UTC datetime (``None`` before the first run)."""
+        return datetime_from_ms(self.last_run_at)
+
 
 @dataclass(frozen=True, slots=True, eq=False)
-class CronFire(_WireMapping):
+class CronFire(_Fired):
     """One entry of ``c.cron.history``: a fire and how it ended.
 
     ``result`` is ``"running"``, ``"ok"``, ``"error"`` (with ``error`` =
@@ -167,3 +208,8 @@ class CronFire(_WireMapping):
         ("result", "result"),
         ("error", "error"),
     )
+
+    @property
+    def finished_time(self) -> _dt.datetime | None:
+        """``finished_at`` as an aware UTC datetime (``None`` while running)."""
+        return datetime_from_ms(self.finished_at)

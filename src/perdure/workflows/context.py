@@ -4,6 +4,11 @@ Only orchestration lives on ``ctx``: steps, loops, sleeps, queue receives, join,
 try, versioning. Actor data (``state``, ``vars``, ``broadcast``, ``queue.send``,
 ``client()``) is reached through the step context, and only while the step runs: a step's
 effects must be recorded with the step, so that replay never repeats them.
+
+Durations (``sleep``, timeouts, retry backoff) are seconds or a ``timedelta``; instants
+(``sleep_until``) an aware ``datetime`` or epoch milliseconds. A wrong type, or a keyword
+a method does not take (RivetKit's ``maxRetries``), raises
+:class:`~perdure.errors.ArgumentError` where the call is made, naming what to write.
 """
 
 from __future__ import annotations
@@ -14,6 +19,9 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from perdure._names import check_keywords, keyword_names, keywords_checked
+from perdure._time import duration_seconds, instant_ms, optional_duration
+from perdure.errors import ArgumentError
 from perdure.queue_message import QueueMessage
 from perdure.workflows.errors import StepContextExpired
 
@@ -76,12 +84,13 @@ class WorkflowQueue:
     def __init__(self, context: WorkflowContext) -> None:
         self._context = context
 
+    @keywords_checked("ctx.queue.next()")
     async def next(
         self,
         name: str,
         *,
         names: Iterable[str] | str | None = None,
-        timeout: float | None = None,
+        timeout: float | _dt.timedelta | None = None,
         completable: bool = False,
     ) -> QueueMessage:
         """Wait for one message; ``name`` is the history entry name (not a queue name).
@@ -89,22 +98,25 @@ class WorkflowQueue:
         ``names`` filters by queue (all queues when omitted). With a ``timeout`` that
         elapses this raises ``queue.timed_out``; use ``next_batch`` for optional reads.
         """
+        seconds = optional_duration(timeout, "ctx.queue.next() timeout")
         return await self._context._runner.queue_next(
-            self._context._scope, name, names, timeout, completable
+            self._context._scope, name, names, seconds, completable
         )
 
+    @keywords_checked("ctx.queue.next_batch()")
     async def next_batch(
         self,
         name: str,
         *,
         names: Iterable[str] | str | None = None,
         count: int = 1,
-        timeout: float | None = None,
+        timeout: float | _dt.timedelta | None = None,
         completable: bool = False,
     ) -> list[QueueMessage]:
         """Wait for at least one message and take up to ``count`` ([] on timeout)."""
+        seconds = optional_duration(timeout, "ctx.queue.next_batch() timeout")
         return await self._context._runner.queue_batch(
-            self._context._scope, name, names, count, timeout, completable
+            self._context._scope, name, names, count, seconds, completable
         )
 
 
@@ -158,27 +170,40 @@ class WorkflowContext(_ActorIdentity):
         return self.aborted
 
     # primitives
+    @keywords_checked("ctx.step()")
     async def step(
         self,
         name: str,
         run: Callable[[StepContext], Any],
         *,
         max_retries: int = 3,
-        retry_backoff_base: float = 0.1,
-        retry_backoff_max: float = 30.0,
-        timeout: float = 30.0,
+        retry_backoff_base: float | _dt.timedelta = 0.1,
+        retry_backoff_max: float | _dt.timedelta = 30.0,
+        timeout: float | _dt.timedelta = 30.0,
         retry_on_timeout: bool = False,
         ephemeral: bool = False,
         rollback: Callable[[StepContext, Any], Any] | None = None,
     ) -> Any:
-        """Run ``run(step)`` once, durably; on replay return its recorded output."""
+        """Run ``run(step)`` once, durably; on replay return its recorded output.
+
+        A failure is retried ``max_retries`` times, after ``retry_backoff_base`` doubling
+        up to ``retry_backoff_max``; an attempt longer than ``timeout`` fails (durations
+        in seconds or ``timedelta``).
+        """
+        if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
+            raise ArgumentError(
+                f"ctx.step(): max_retries must be a non-negative int, not {max_retries!r}."
+            )
         return await self._runner.step(
             self._scope,
             name,
             run,
             max_retries=max_retries,
-            backoff=(retry_backoff_base, retry_backoff_max),
-            timeout=timeout,
+            backoff=(
+                duration_seconds(retry_backoff_base, "ctx.step() retry_backoff_base"),
+                duration_seconds(retry_backoff_max, "ctx.step() retry_backoff_max"),
+            ),
+            timeout=duration_seconds(timeout, "ctx.step() timeout"),
             retry_on_timeout=retry_on_timeout,
             ephemeral=ephemeral,
             rollback=rollback,
@@ -187,9 +212,12 @@ class WorkflowContext(_ActorIdentity):
     async def try_step(
         self, name: str, run: Callable[[StepContext], Any], **options: Any
     ) -> TryResult:
-        """Like ``step`` but a terminal failure is returned as ``TryResult(ok=False)``."""
+        """Like ``step`` (same options) but a terminal failure is returned as
+        ``TryResult(ok=False)``."""
+        check_keywords("ctx.try_step()", options, _STEP_OPTIONS)
         return await self._runner.try_step(self._scope, name, run, options)
 
+    @keywords_checked("ctx.try_()")
     async def try_(
         self,
         name: str,
@@ -200,6 +228,7 @@ class WorkflowContext(_ActorIdentity):
         """Run a block; failures of the kinds in ``catch`` become ``TryResult(ok=False)``."""
         return await self._runner.try_block(self._scope, name, run, tuple(catch))
 
+    @keywords_checked("ctx.loop()")
     async def loop(
         self,
         name: str,
@@ -225,27 +254,27 @@ class WorkflowContext(_ActorIdentity):
             history_size if history_size is not None else history_prune_interval,
         )
 
+    @keywords_checked("ctx.sleep()")
     async def sleep(self, name: str, duration: float | _dt.timedelta) -> None:
-        """Sleep durably; a long sleep lets the actor hibernate until the deadline."""
-        seconds = duration.total_seconds() if isinstance(duration, _dt.timedelta) else duration
-        await self._runner.sleep(self._scope, name, None, float(seconds))
+        """Sleep durably for ``duration`` (seconds or ``timedelta``; a negative one does
+        not wait). A long sleep lets the actor hibernate until the deadline."""
+        seconds = duration_seconds(duration, "ctx.sleep() duration", negative_ok=True)
+        await self._runner.sleep(self._scope, name, None, seconds)
 
+    @keywords_checked("ctx.sleep_until()")
     async def sleep_until(self, name: str, when: _dt.datetime | int) -> None:
         """Sleep until ``when`` (an aware datetime, or epoch milliseconds)."""
-        if isinstance(when, _dt.datetime):
-            if when.tzinfo is None:
-                raise ValueError("sleep_until needs a timezone-aware datetime.")
-            deadline = int(when.timestamp() * 1000)
-        else:
-            deadline = int(when)
+        deadline = instant_ms(when, "ctx.sleep_until() time")
         await self._runner.sleep(self._scope, name, deadline, None)
 
+    @keywords_checked("ctx.join()")
     async def join(
         self, name: str, branches: Mapping[str, Callable[[WorkflowContext], Awaitable[Any]]]
     ) -> dict[str, Any]:
         """Run branches concurrently; all must succeed. Returns outputs by branch name."""
         return await self._runner.join(self._scope, name, dict(branches))
 
+    @keywords_checked("ctx.race()")
     async def race(
         self,
         name: str,
@@ -256,17 +285,24 @@ class WorkflowContext(_ActorIdentity):
         items = list(branches.items()) if isinstance(branches, Mapping) else list(branches)
         return await self._runner.race(self._scope, name, items)
 
+    @keywords_checked("ctx.rollback_checkpoint()")
     async def rollback_checkpoint(self, name: str) -> None:
         """Mark the point after which steps may declare ``rollback`` handlers."""
         await self._runner.rollback_checkpoint(self._scope, name)
 
+    @keywords_checked("ctx.removed()")
     async def removed(self, name: str, original_kind: str) -> None:
         """Stand in for an entry that the code no longer has (keeps old histories valid)."""
         await self._runner.removed(self._scope, name, original_kind)
 
+    @keywords_checked("ctx.get_version()")
     async def get_version(self, name: str, latest: int) -> int:
         """``latest`` for new runs; 1 for runs that already passed this point before."""
         return await self._runner.get_version(self._scope, name, latest)
+
+
+# What ``try_step`` passes on to ``step``.
+_STEP_OPTIONS = keyword_names(WorkflowContext.step) - {"name", "run"}
 
 
 class StepContext(_ActorIdentity):

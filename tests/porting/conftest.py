@@ -1,0 +1,16 @@
+"""Each test sees the one-time porting warnings afresh."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from perdure import _time
+
+
+@pytest.fixture(autouse=True)
+def fresh_porting_warnings() -> Iterator[None]:
+    _time._warned.clear()
+    yield
+    _time._warned.clear()
