@@ -100,12 +100,15 @@ def keywords_checked(call: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
     """
 
     def decorate(fn: Callable[P, R]) -> Callable[P, R]:
+        signature = inspect.signature(fn)
         accepted = keyword_names(fn)
 
         @functools.wraps(fn)
         def checked(*args: P.args, **kwargs: P.kwargs) -> R:
             if not accepted.issuperset(kwargs):
                 check_keywords(call, kwargs, accepted)
+            if any(type(arg) is dict for arg in args):
+                _check_not_an_options_object(call, signature, accepted, args, kwargs)
             return fn(*args, **kwargs)
 
         mark = getattr(inspect, "markcoroutinefunction", None)  # Python 3.12+
@@ -114,6 +117,34 @@ def keywords_checked(call: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
         return checked
 
     return decorate
+
+
+def _check_not_an_options_object(
+    call: str,
+    signature: inspect.Signature,
+    accepted: Collection[str],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+) -> None:
+    """RivetKit passes options as one object (``c.cron.every({name, interval})``); a
+    dict given so does not fit the signature: say to pass keywords, renamed as needed."""
+    try:
+        signature.bind(*args, **kwargs)
+    except TypeError:
+        options = next(arg for arg in args if type(arg) is dict)
+        renames = [
+            f"`{key}` -> `{better}`"
+            for key in options
+            if isinstance(key, str)
+            and key not in accepted
+            and (better := suggestion(key, accepted)) is not None
+        ]
+        renamed = f" (renamed: {', '.join(renames)})" if renames else ""
+        raise ArgumentError(
+            f"{call} takes keyword arguments, not an options object: pass each option as "
+            f"a snake_case keyword{renamed}.",
+            code="options_object",
+        ) from None
 
 
 class SnakeCaseAttributes:

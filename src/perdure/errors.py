@@ -219,8 +219,10 @@ class ArgumentError(PerdureError, TypeError, ValueError):
     """Actor code called perdure's API with an argument it cannot take.
 
     Codes: ``unknown_argument`` (a keyword the call does not have, e.g. RivetKit's
-    ``maxHistory`` for ``max_history``), ``invalid_duration`` (not seconds or a
-    ``timedelta``), ``invalid_time`` (not an aware ``datetime`` or epoch milliseconds).
+    ``maxHistory`` for ``max_history``), ``options_object`` (RivetKit's one options
+    object, ``every({name, interval})``, where Python takes keywords),
+    ``invalid_duration`` (not seconds or a ``timedelta``), ``invalid_time`` (not an
+    aware ``datetime`` or epoch milliseconds).
     Raised where the call is made, so the traceback points at it. It is a ``TypeError``
     (what Python raises for a wrong keyword) and a ``ValueError`` (a naive datetime), so
     code written against either keeps working. Public: a caller sees the message.

@@ -57,6 +57,28 @@ def test_an_unknown_keyword_with_nothing_close_lists_the_accepted_ones() -> None
     )
 
 
+@keywords_checked("ctx.step()")
+async def step(name: str, run: Any, *, max_retries: int = 3) -> str:
+    return name
+
+
+@keywords_checked("schedule.after()")
+async def after(delay: float, action: str, *args: Any) -> tuple[Any, ...]:
+    return args
+
+
+async def test_an_options_object_says_to_pass_keywords_renamed() -> None:
+    with pytest.raises(ArgumentError) as caught:
+        step({"name": "s", "run": print, "maxRetries": 2})  # RivetKit's step({...})
+    assert caught.value.identifier == "api.options_object"
+    assert str(caught.value) == (
+        "ctx.step() takes keyword arguments, not an options object: pass each option as a "
+        "snake_case keyword (renamed: `maxRetries` -> `max_retries`)."
+    )
+    # A dict that fits the signature is an argument like any other.
+    assert await after(5, "record", {"maxRetries": 2}) == ({"maxRetries": 2},)
+
+
 @pytest.mark.parametrize(
     ("value", "attribute", "hint"),
     [
