@@ -13,6 +13,8 @@ import contextlib
 from collections.abc import Awaitable, Callable, Sized
 from typing import Any, Protocol, TypeVar
 
+from perdure.runtime.clock import Clock, SystemClock, TimerHandle, call_later
+
 __all__ = ["ActivityTracker", "SleepOwner"]
 
 T = TypeVar("T")
@@ -32,7 +34,8 @@ class ActivityTracker:
 
     ``no_sleep``: the actor never idle-sleeps; ``connections``: its open connections
     (any one keeps it awake); ``sleep``: put it to sleep (the timer ran out while it was
-    idle).
+    idle); ``clock``: the runtime's clock, which the sleep timer counts on (a
+    ``ManualClock(idle_sleep=True)`` puts idle actors to sleep as it moves).
     """
 
     def __init__(
@@ -43,14 +46,18 @@ class ActivityTracker:
         no_sleep: bool,
         connections: Sized,
         sleep: Callable[[], None],
+        clock: Clock | None = None,
     ) -> None:
         self._owner = owner
         self._sleep_timeout = sleep_timeout
         self._no_sleep = no_sleep
         self._connections = connections
         self._sleep = sleep
+        if clock is None or not getattr(clock, "idle_sleep", True):
+            clock = SystemClock()  # a ManualClock that leaves idle sleep on real time
+        self._clock: Clock = clock
         self._active = 0
-        self._sleep_timer: asyncio.TimerHandle | None = None
+        self._sleep_timer: TimerHandle | None = None
         self._idle_event: asyncio.Event | None = None
         self._tracked: set[asyncio.Future[Any]] = set()  # keep_awake and wait_until work
         self.run_active = False
@@ -102,8 +109,7 @@ class ActivityTracker:
         if self._sleep_timer is not None or self._no_sleep or self._owner.status != "running":
             return
         if self.is_idle():
-            loop = asyncio.get_running_loop()
-            self._sleep_timer = loop.call_later(self._sleep_timeout, self._sleep_due)
+            self._sleep_timer = call_later(self._clock, self._sleep_timeout, self._sleep_due)
 
     def changed(self) -> None:
         """Re-evaluate sleep eligibility after something else changed (e.g. run waits)."""

@@ -97,7 +97,7 @@ class AlarmScheduler:
                 # A store that is briefly unreachable (a restarting database) must not end
                 # the scheduler for good: log, wait a little, look again.
                 _log.warning("reading due alarms failed; retrying", exc_info=True)
-                await sleep_until_or_event(clock, now + _RETRY_MS, self._poke)
+                await sleep_until_or_event(clock, now + _RETRY_MS, self._poke, poll=True)
                 continue
             woke, passed, deadline = self._wake_due(rows, now, limit)
             # Next time, read past the rows of actors already awake or waking (their
@@ -113,8 +113,9 @@ class AlarmScheduler:
             deadline = self._hinted(deadline, now)
             self._target = deadline
             self._poke.clear()
-            # Through the runtime's clock, so that a test's ManualClock drives this loop.
-            await sleep_until_or_event(clock, deadline, self._poke)
+            # Through the runtime's clock, so that a test's ManualClock drives this loop. A
+            # poll: the alarms it looks for are events of their own (see ManualClock).
+            await sleep_until_or_event(clock, deadline, self._poke, poll=True)
 
     def _hinted(self, deadline: int, now: int) -> int:
         """Look again for the hinted alarm: early (to wake its actor early), then when it

@@ -126,6 +126,7 @@ class ActorInstance:
             no_sleep=self.options.no_sleep,
             connections=self.conns,
             sleep=functools.partial(runtime.schedule_stop, self, "sleep"),
+            clock=runtime.clock,
         )
         self._run_task: asyncio.Task[None] | None = None
         self.queue: ActorQueue | None = None

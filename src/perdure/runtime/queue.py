@@ -22,6 +22,7 @@ from perdure._names import keywords_checked
 from perdure._time import optional_duration
 from perdure.errors import ActorAborted, QueueError
 from perdure.queue_message import QueueMessage
+from perdure.runtime.clock import wait_first
 from perdure.store.base import QueueMessageRecord
 from perdure.store.codec import decode_value, encode_value
 
@@ -245,9 +246,8 @@ class ActorQueue:
         self._waiters.append(waiter)
         abort = asyncio.ensure_future(self._instance.abort.wait())
         try:
-            done, _ = await asyncio.wait(
-                {future, abort}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
-            )
+            # The timeout is durable time: the runtime's clock counts it.
+            done = await wait_first(self._instance.runtime.clock, {future, abort}, timeout)
             if abort in done:
                 raise ActorAborted()
             return future in done

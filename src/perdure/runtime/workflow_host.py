@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any
 
+from perdure.runtime.clock import wait_first
 from perdure.runtime.context import AbortSignal
 from perdure.runtime.instance import call_hook
 from perdure.telemetry import Observer
@@ -81,7 +82,8 @@ class ActorWorkflowHost:
         """Wait ``seconds``, or until the actor starts to stop."""
         abort = asyncio.ensure_future(self.abort.wait())
         try:
-            await asyncio.wait({abort}, timeout=seconds)
+            # Durable time: the runtime's clock counts it (a test's ManualClock moves it).
+            await wait_first(self._clock, {abort}, seconds)
         finally:
             abort.cancel()
 

@@ -10,6 +10,7 @@ step's commit (DESIGN §3.3).
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, cast
@@ -48,6 +49,9 @@ class RunnerCore:
         self.meta: dict[str, Any] = {"status": "pending"}
         self.rollbacks = RollbackRegistry()
         self._deferred_events: Events = []
+        # Set once the stored history and status are loaded: until then ``status()``
+        # knows only "pending" (a client's ``$workflow`` waits for it).
+        self.loaded = asyncio.Event()
 
     def context(self, scope: str) -> WorkflowContext:
         """The ``ctx`` of ``scope``, bound to this runner."""
@@ -70,6 +74,7 @@ class RunnerCore:
                     for message in entry.data.get("m", []):
                         if message.get("c") is False:
                             queue.hold(message["id"])
+        self.loaded.set()
 
     def set_meta(self, **fields: Any) -> None:
         """Update the workflow's status record (staged with the next commit)."""
@@ -172,7 +177,7 @@ class RunnerCore:
             raise Evicted() from None
         finally:
             host.set_waiting(False)
-            self.mark_busy()
+            self._resume_or_keep_alarm()
 
     async def wait_for_message(self, names: frozenset[str] | None) -> None:
         """Wait (sleep-compatibly) for a message, with no deadline."""
@@ -184,6 +189,13 @@ class RunnerCore:
             raise Evicted() from None
         finally:
             self.host.set_waiting(False)
+            self._resume_or_keep_alarm()
+
+    def _resume_or_keep_alarm(self) -> None:
+        """After a wait: busy again, unless the actor is going to sleep. Then the wait's
+        own alarm stays (its deadline, or none for a message wait, which a send wakes):
+        an alarm of "now" would have the scheduler wake the actor as soon as it sleeps."""
+        if not self.host.abort.aborted:
             self.mark_busy()
 
     # --------------------------------------------------------------- positions

@@ -1,0 +1,118 @@
+"""ActorTestEnv: days of durable time in milliseconds, on a memory store and a SQLite file."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from perdure.testing import ActorTestEnv
+
+from .apps import ATTEMPTS, registry
+
+START = datetime(2024, 1, 1, tzinfo=UTC)
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+async def env(request: pytest.FixtureRequest) -> AsyncIterator[ActorTestEnv]:
+    async with ActorTestEnv(registry, store=request.param, start=START) as test_env:
+        yield test_env
+
+
+async def test_a_workflow_that_sleeps_three_days_reminds_in_milliseconds(
+    env: ActorTestEnv,
+) -> None:
+    began = time.monotonic()
+    onboarding = env.client.onboarding.get_or_create("ada")
+    assert await onboarding.sent() == ["welcome"]
+    await env.advance(timedelta(days=2))
+    assert env.runtime.live_count == 0  # idle, the actor hibernates through its sleep
+    await env.advance(timedelta(days=1) - timedelta(milliseconds=1))
+    assert env.now == START + timedelta(days=3) - timedelta(milliseconds=1)
+    assert await onboarding.sent() == ["welcome"]
+    await env.advance(timedelta(milliseconds=1))
+    assert await onboarding.sent() == ["welcome", "reminder"]
+    assert (await onboarding.action("$workflow"))["status"] == "completed"
+    assert time.monotonic() - began < 5
+
+
+async def test_an_hourly_cron_fires_24_times_in_a_day(env: ActorTestEnv) -> None:
+    clock = env.client.clock.get_or_create("c")
+    assert await clock.ticks() == 0
+    await env.advance(timedelta(days=1))
+    assert await clock.ticks() == 24
+    assert await clock.next_tick() == env.clock.now_ms() + 3_600_000  # anchored, on time
+    await env.advance(timedelta(minutes=59))
+    assert await clock.ticks() == 24
+
+
+async def test_a_step_that_fails_twice_succeeds_after_its_backoffs(env: ActorTestEnv) -> None:
+    key = f"r-{id(env)}"
+    retrying = env.client.retrying.get_or_create(key)
+    await retrying.resolve()
+    await env.settle()
+    assert ATTEMPTS[key] == 1
+    await env.advance(599)  # the first retry waits 600 s
+    assert ATTEMPTS[key] == 1
+    await env.advance(1)
+    assert ATTEMPTS[key] == 2
+    await env.advance(1199)  # the second 1200 s
+    assert ATTEMPTS[key] == 2
+    await env.advance(1)
+    assert ATTEMPTS[key] == 3
+    status = await retrying.action("$workflow")
+    assert (status["status"], status["output"]) == ("completed", "done")
+
+
+async def test_a_workflow_receive_times_out_when_its_hour_passes(env: ActorTestEnv) -> None:
+    asking = env.client.asking.get_or_create("late")
+    assert await asking.answer() is None
+    await env.advance(timedelta(minutes=59))
+    assert await asking.answer() is None
+    await env.advance(timedelta(minutes=1))
+    assert await asking.answer() == []
+
+    answered = env.client.asking.get_or_create("quick")
+    await answered.resolve()
+    await env.advance(timedelta(minutes=30))
+    await answered.send("answers", 42)
+    await env.settle()
+    assert await answered.answer() == [42]
+
+
+async def test_a_run_handler_receive_times_out_on_the_clock(env: ActorTestEnv) -> None:
+    listener = env.client.listener.get_or_create("l")
+    assert await listener.heard() == []
+    await env.advance(599)
+    assert await listener.heard() == []
+    await env.advance(1)
+    assert await listener.heard() == [None]
+    await listener.send("inbox", "hello")
+    await env.settle()
+    assert await listener.heard() == [None, "hello"]
+    await env.advance(timedelta(minutes=30))  # three more timeouts
+    assert await listener.heard() == [None, "hello", None, None, None]
+
+
+async def test_a_one_shot_schedule_fires_when_its_time_comes(env: ActorTestEnv) -> None:
+    clock = env.client.clock.get_or_create("once")
+    await clock.later(90)
+    await env.advance(89)
+    assert await clock.ticks() == 0
+    await env.advance_to(START + timedelta(seconds=90))
+    assert await clock.ticks() == 1
+
+
+async def test_idle_actors_sleep_on_the_clock_unless_told_not_to() -> None:
+    async with ActorTestEnv(registry, start=START) as env:
+        await env.client.clock.get_or_create("c").ticks()
+        await env.advance(29)
+        assert env.runtime.live_count == 1
+        await env.advance(1)  # sleep_timeout: 30 s idle
+        assert env.runtime.live_count == 0
+    async with ActorTestEnv(registry, start=START, idle_sleep=False) as env:
+        await env.client.clock.get_or_create("c").ticks()
+        await env.advance(timedelta(minutes=30))
+        assert env.runtime.live_count == 1
