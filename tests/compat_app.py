@@ -15,6 +15,9 @@
 - ``compatWorker``: a completable queue ``jobs`` (each message is completed with
   ``body * 2``, so ``send(..., {wait: true})`` answers ``completed``) and a queue
   ``parked`` that nothing reads (so a waiting send times out).
+- ``compatModels``: pydantic models end to end (docs/models.md): ``add(item)`` takes an
+  ``Item`` model, keeps a ``Tally`` model state, broadcasts and returns the ``Tally``;
+  ``apply()`` reads ``Job`` bodies of the queue ``jobs``. The client sees plain objects.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from __future__ import annotations
 from typing import Any
 
 from examples.app import registry as examples_registry
+from pydantic import BaseModel
 
 from perdure import ActionContext, ActorContext, UserError, actor, event, queue, setup
 
@@ -109,10 +113,46 @@ compat_worker = actor(
     options={"max_queue_message_size": 1024},
 )
 
+
+class Item(BaseModel):
+    name: str
+    qty: int
+
+
+class Tally(BaseModel):
+    count: int = 0
+    last: Item | None = None
+
+
+class Job(BaseModel):
+    value: int
+
+
+def _add(c: ActionContext, item: Item) -> Tally:
+    c.state.count += item.qty
+    c.state.last = item
+    c.broadcast("tally", c.state)
+    return c.state
+
+
+async def _apply(c: ActionContext) -> int:
+    for message in await c.queue.next_batch(count=10, timeout=0.5):
+        c.state.count += message.body.value
+    return c.state.count
+
+
+compat_models = actor(
+    state=Tally(),
+    events={"tally": event(Tally)},
+    queues={"jobs": queue(Job)},
+    actions={"add": _add, "apply": _apply, "getState": lambda c: c.state},
+)
+
 registry = setup(
     use={
         **examples_registry.actors,
         "compatCounter": compat_counter,
         "compatWorker": compat_worker,
+        "compatModels": compat_models,
     }
 )

@@ -10,13 +10,24 @@ from __future__ import annotations
 import copy
 import datetime as _dt
 import difflib
+import functools
 import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
 from perdure.errors import ActionNotFound, DefinitionError, InvalidRequest, QueueError
-from perdure.schemas import adapter_for, validate_payload
+from perdure.schemas import (
+    ArgConverter,
+    adapter_for,
+    adopt_state,
+    arg_converter,
+    builds_models,
+    find_state_schema,
+    load_state,
+    to_plain,
+    validate_payload,
+)
 
 __all__ = [
     "MISSING",
@@ -172,6 +183,12 @@ HOOK_ARITY: dict[str, int] = {
     "run": 1,
 }
 _VALUE_FIELDS = ("state", "vars", "conn_state", "events", "queues", "actions", "options")
+# Schemas (any type pydantic's TypeAdapter accepts; docs/models.md).
+_SCHEMA_FIELDS = {
+    "input": "input_schema",
+    "conn_params": "conn_params_schema",
+    "state_schema": "state_schema",
+}
 
 ActorKind = Literal["actor", "workflow"]
 # A built-in action of workflow actors: the workflow's status ``{status, error, output}``.
@@ -193,6 +210,10 @@ class ActorDefinition:
     raw_options: ActorOptions | Mapping[str, Any] | None = None
     unknown: dict[str, Any] = field(default_factory=dict)
     requires_run: bool = False
+    input_schema: Any = None
+    conn_params_schema: Any = None
+    # Declared as ``state_schema=``, or found by ``validate`` (docs/models.md).
+    state_schema: Any = None
     # Filled by ``validate``:
     name: str = ""
     options: ActorOptions = field(default_factory=ActorOptions)
@@ -277,23 +298,73 @@ class ActorDefinition:
             spec.schema, body, what=f"message for queue `{queue}`", code="invalid_message"
         )
 
-    def validate_event(self, name: str, args: list[Any]) -> None:
-        """Check a broadcast against the event's declared schema, if events are declared."""
+    def validate_event(self, name: str, args: list[Any]) -> list[Any]:
+        """Check a broadcast against the event's declared schema, if events are declared;
+        return the arguments in their plain form (models dumped), as every transport,
+        the in-process one included, sends them."""
         if self.events is None:
-            return
+            return _plain_args(args)
         spec = self.events.get(name)
         if spec is None:
             raise InvalidRequest(
                 f"Actor `{self.name}` declares no event `{name}`.", code="unknown_event"
             )
         if spec.schema is not None and args:
-            validate_payload(spec.schema, args[0], what=f"event `{name}`")
+            first = validate_payload(spec.schema, args[0], what=f"event `{name}`")
+            return _plain_args([first, *args[1:]])
+        return _plain_args(args)
+
+    def check_input(self, value: Any) -> Any:
+        """The create input in its plain (storable) form, checked against ``input=``:
+        ``actor.invalid_input`` (400) before anything is created if it does not fit."""
+        if self.input_schema is not None:
+            value = validate_payload(
+                self.input_schema,
+                value,
+                what=f"input for actor `{self.name}`",
+                code="invalid_input",
+            )
+        return to_plain(value)
+
+    def input_value(self, plain: Any) -> Any:
+        """A stored input as ``create_state``/``on_create`` receive it (the model)."""
+        if self.input_schema is None or plain is None or not builds_models(self.input_schema):
+            return plain
+        return validate_payload(self.input_schema, plain, what="stored input", code="invalid_input")
+
+    def check_conn_params(self, params: Any) -> Any:
+        """Connection params as the connect hooks receive them (``conn_params=``'s type);
+        ``actor.invalid_params`` (400) if they do not fit. No params (``None``: a call
+        without any, an HTTP call, a schedule) stay ``None``."""
+        if self.conn_params_schema is None or params is None:
+            return params
+        return validate_payload(
+            self.conn_params_schema, params, what="connection params", code="invalid_params"
+        )
+
+    def message_body(self, queue: str, plain: Any) -> Any:
+        """A stored (plain) message body as its receiver gets it: the queue's schema type."""
+        spec = self.queues.get(queue) if self.queues is not None else None
+        if spec is None or spec.schema is None or not builds_models(spec.schema):
+            return plain  # validated when it was sent, and stored as it is
+        return validate_payload(
+            spec.schema, plain, what=f"message for queue `{queue}`", code="invalid_message"
+        )
+
+    def adopt_state(self, value: Any) -> Any:
+        """A new state value (``create_state``, ``state=``, ``c.state = …``) as the state
+        schema's type; ``state.invalid`` if it does not fit."""
+        return adopt_state(self.state_schema, value, self.name)
+
+    def load_state(self, plain: Any) -> Any:
+        """A stored (plain) state as the state schema's type."""
+        return load_state(self.state_schema, plain, self.name)
 
     def validate(self, name: str) -> None:
         """Check the definition; raise ``DefinitionError`` naming the first problem."""
         self.name = name
         for unknown_name in self.unknown:
-            allowed = [*HOOK_ARITY, *_VALUE_FIELDS]
+            allowed = [*HOOK_ARITY, *_VALUE_FIELDS, *_SCHEMA_FIELDS]
             raise DefinitionError(
                 f"Actor `{name}`: unknown option `{unknown_name}`{_suggest(unknown_name, allowed)}."
             )
@@ -314,6 +385,21 @@ class ActorDefinition:
         self.actions = _flatten_actions(name, self.raw_actions)
         self.events = _check_specs(name, "events", self.events, EventSpec)
         self.queues = _check_specs(name, "queues", self.queues, QueueSpec)
+        for option in ("input", "conn_params"):
+            schema = getattr(self, _SCHEMA_FIELDS[option])
+            if schema is not None:
+                _check_schema(name, option, schema)
+        self.state_schema = find_state_schema(
+            name,
+            self.state_schema,
+            None if self.state is MISSING else self.state,
+            self.hooks.get("create_state"),
+        )
+
+
+def _plain_args(args: list[Any]) -> list[Any]:
+    plain: list[Any] = to_plain(args)
+    return plain
 
 
 def actor(**config: Any) -> ActorDefinition:
@@ -326,6 +412,9 @@ def actor(**config: Any) -> ActorDefinition:
     ``on_before_connect(c, params)``, ``on_connect(c, conn)``, ``on_disconnect(c, conn)``,
     ``on_state_change(c, state)``, ``on_before_action_response(c, name, args, output)``;
     ``run(c)``; ``options`` (see :class:`ActorOptions`). Hooks may be sync or async.
+    Schemas (pydantic models, dataclasses, TypedDicts; docs/models.md): ``input`` (the
+    create input), ``conn_params``, ``state_schema`` (also taken from a model ``state``
+    or ``create_state``'s return annotation); annotated action parameters are validated.
     ``on_before_action_response`` runs on every action's output (HTTP and WebSocket) and
     returns the output to send; if it fails, the action's own output is sent. The order of
     the hooks is rivetkit's (docs/DESIGN.md §8, "Lifecycle hooks and rivetkit").
@@ -359,6 +448,8 @@ def _build_definition(kind: ActorKind, config: dict[str, Any]) -> ActorDefinitio
             definition.queues = None if value is None else dict(value)
         elif key in ("state", "vars", "conn_state"):
             setattr(definition, key, value)
+        elif key in _SCHEMA_FIELDS:
+            setattr(definition, _SCHEMA_FIELDS[key], value)
         else:
             definition.unknown[key] = value
     return definition
@@ -425,7 +516,19 @@ def _action_spec(actor_name: str, name: str, fn: Callable[..., Any]) -> ActionSp
         )
     rest = positional[1:] if positional else []
     required = sum(1 for p in rest if p.default is p.empty)
-    return ActionSpec(name, fn, required, None if variadic else len(rest))
+    converter = arg_converter(actor_name, name, fn)
+    called = fn if converter is None else _typed_action(fn, converter)
+    return ActionSpec(name, called, required, None if variadic else len(rest))
+
+
+def _typed_action(fn: Callable[..., Any], converter: ArgConverter) -> Callable[..., Any]:
+    """``fn`` called with its arguments validated against its annotations (models in)."""
+
+    @functools.wraps(fn)
+    def call(context: Any, *args: Any) -> Any:
+        return fn(context, *converter.convert(args))
+
+    return call
 
 
 def _check_specs(actor_name: str, what: str, specs: Any, kind: type[Any]) -> Any:

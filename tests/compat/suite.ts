@@ -519,6 +519,25 @@ await check("events-unsubscribe", "after unsubscribing, events stop", async () =
 	await conn.dispose();
 });
 
+await check("models-plain-objects", "pydantic models arrive as plain objects: results, events, state", async () => {
+	const models = client.compatModels.getOrCreate([key("models")]);
+	const conn = connect(models);
+	const { got } = collect(conn, "tally");
+	await conn.ready;
+	await conn.getState();
+	const tally = { count: 2, last: { name: "bolt", qty: 2 } };
+	assert.deepEqual(await models.add({ name: "bolt", qty: 2 }), tally);
+	await waitFor(() => got.length >= 1, 2000, "the tally event");
+	assert.deepEqual(got, [tally]);
+	await models.send("jobs", { value: 3 });
+	assert.equal(await models.apply(), 5);
+	assert.deepEqual(await conn.getState(), { count: 5, last: { name: "bolt", qty: 2 } });
+	const error = await rejection(models.add({ name: "nut" }), "add");
+	assertRivetError(error, "actor", "invalid_args");
+	assert.match(error.message, /`item`/);
+	await conn.dispose();
+});
+
 await check("events-seed-progress", "the seed's progressActor broadcasts progressUpdated to a connection", async () => {
 	const progress = client.progressActor.getOrCreate([key("progress-events")]);
 	const conn = connect(progress);

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from collections.abc import AsyncIterator
+from contextlib import closing
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
+from perdure.store import SQLiteStore
 from perdure.testing import ActorTestEnv
 
 from .apps import ATTEMPTS, registry
@@ -116,3 +120,28 @@ async def test_idle_actors_sleep_on_the_clock_unless_told_not_to() -> None:
         await env.client.clock.get_or_create("c").ticks()
         await env.advance(timedelta(minutes=30))
         assert env.runtime.live_count == 1
+
+
+async def test_a_store_of_ones_own_is_used_and_closed(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "mine.db")
+    async with ActorTestEnv(registry, store=store, start=START) as env:
+        assert env.store is store
+        clock = env.client.clock.get_or_create("own")
+        await clock.later(60)
+        await env.advance(60)
+        assert await clock.ticks() == 1
+    with closing(sqlite3.connect(tmp_path / "mine.db")) as db:
+        count = db.execute("SELECT count(*) FROM actors").fetchone()
+    assert count == (1,)  # written to the file given, and still there
+
+
+async def test_settle_lets_a_sent_message_be_taken_without_moving_time(
+    env: ActorTestEnv,
+) -> None:
+    asking = env.client.asking.get_or_create("settle")
+    await asking.resolve()
+    await env.settle()
+    await asking.send("answers", "yes")  # returns once the message is durable
+    await env.settle()
+    assert await asking.answer() == ["yes"]
+    assert env.now == START

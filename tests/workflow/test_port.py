@@ -116,9 +116,10 @@ class FakeHost:
     def require_queue(self) -> MessageQueue:
         raise QueueError("no queues", code="not_configured")
 
-    def validate_event(self, name: str, args: list[Any]) -> None:
+    def validate_event(self, name: str, args: list[Any]) -> list[Any]:
         if name != "progress":
             raise ValueError(name)
+        return args
 
     def send_event(self, name: str, args: list[Any]) -> None:
         self.trace.append(("event", name, args))

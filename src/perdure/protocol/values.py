@@ -33,9 +33,11 @@ from __future__ import annotations
 
 import base64
 import binascii
+import dataclasses
 import datetime as _dt
 import io
 import re
+import sys
 from collections.abc import Callable, Mapping
 from typing import Any, NoReturn
 
@@ -222,7 +224,23 @@ def _tag_other(value: Any, depth: int) -> Any:
         return _tag_dict(dict(value), depth)
     if isinstance(value, (list, tuple)):
         return _tag_array(list(value), depth)
-    raise _Unencodable(f"values of type {_describe(value)} cannot be sent")
+    return _tag(_dump_model(value), depth)
+
+
+def _dump_model(value: Any) -> Any:
+    """A pydantic model's or a dataclass instance's plain JSON form (what the official
+    client sees); ``_Unencodable`` for any other value."""
+    pydantic = sys.modules.get("pydantic")  # no model exists before pydantic is loaded
+    is_model = pydantic is not None and isinstance(value, pydantic.BaseModel)
+    if not is_model and not (dataclasses.is_dataclass(value) and not isinstance(value, type)):
+        raise _Unencodable(f"values of type {_describe(value)} cannot be sent")
+    # Imported here: a client process loads pydantic only once it sends a model.
+    from perdure.schemas import dump_model
+
+    try:
+        return dump_model(value)
+    except Exception as exc:  # a field pydantic cannot serialise
+        raise _Unencodable(f"{_describe(value)} cannot be converted ({exc})") from None
 
 
 # -- JSON: decoding ---------------------------------------------------------------------
@@ -392,7 +410,7 @@ def _prepare_other(value: Any, depth: int) -> Any:
         return _prepare_dict(dict(value), depth)
     if isinstance(value, (list, tuple)):
         return _prepare_array(list(value), depth)
-    raise _Unencodable(f"values of type {_describe(value)} cannot be sent")
+    return _prepare(_dump_model(value), depth)
 
 
 # -- CBOR: decoding ---------------------------------------------------------------------

@@ -9,9 +9,11 @@ submission order (DESIGN §8). So 32 concurrent callers cost one serialisation a
 commit per round, and a read-only action still waits for the commit of any state it
 might have read.
 
-A failed write (or a state that cannot be encoded) *poisons* the pipeline: every waiter
-of that commit gets the error and the owner is told once, to drop the instance (memory
-is ahead of the store).
+A state with a schema (docs/models.md) is validated as a whole and stored in its plain
+form; a state that does not fit (``state.invalid``) is refused like one that cannot be
+encoded. A failed write (or a state that cannot be encoded or is invalid) *poisons* the
+pipeline: every waiter of that commit gets the error and the owner is told once, to drop
+the instance (memory is ahead of the store; the next call wakes it from the stored state).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
 
 from perdure.errors import ActorAborted, PerdureError
+from perdure.schemas import storable_state
 from perdure.store.base import ActorCommit, QueueMessageRecord, ScheduleFireRecord, ScheduleRecord
 from perdure.store.codec import encode_value
 from perdure.telemetry import ActorFacts, Observers
@@ -52,7 +55,8 @@ class CommitPipeline:
     """Stages one actor's writes and submits them as commits (see the module docstring).
 
     ``state_written`` (if any) is told when a commit carries a changed state;
-    ``on_failure`` is told (once) when a write failed.
+    ``on_failure`` is told (once) when a write failed. ``state_schema`` (if any) is the
+    state's declared type: it is checked and stored in its plain form.
     """
 
     def __init__(
@@ -65,12 +69,14 @@ class CommitPipeline:
         fence: int | None,
         state_written: Callable[[], None] | None,
         on_failure: Callable[[BaseException], None],
+        state_schema: Any = None,
     ) -> None:
         self._store = store
         self._actor_id = actor_id
         self._owner = owner
         self._state_written = state_written
         self._on_failure = on_failure
+        self._state_schema = state_schema
         # Every commit after the generation is stored carries it as its fence, so a
         # newer instance elsewhere (one that claimed the actor since) refuses our writes.
         self._fence = fence
@@ -252,17 +258,23 @@ class CommitPipeline:
             owner.observer.state_changed(owner)
 
     def _add_state(self, commit: ActorCommit) -> None:
-        owner = self._owner
-        data = encode_value(owner.state, what="state", owner=owner.label)
+        data = self._encode_state()
         if data != self._last_state:
             commit.state = data
             if self._state_written is not None:
                 self._state_written()
                 # A change the hook itself made goes into this same commit and does not
                 # fire the hook again (as in rivetkit: no endless on_state_change loop).
-                after = encode_value(owner.state, what="state", owner=owner.label)
+                after = self._encode_state()
                 if after != data:
                     commit.state = after
+
+    def _encode_state(self) -> bytes:
+        owner = self._owner
+        state = owner.state
+        if self._state_schema is not None and state is not None:
+            state = storable_state(self._state_schema, state, owner.label)
+        return encode_value(state, what="state", owner=owner.label)
 
     def _after_commit(self, future: asyncio.Future[None]) -> None:
         error = ActorAborted() if future.cancelled() else future.exception()

@@ -51,12 +51,16 @@ class ActorContext:
 
     @property
     def state(self) -> Any:
-        """The actor's durable state. Mutate it freely; it is saved after each action."""
+        """The actor's durable state. Mutate it freely; it is saved after each action.
+
+        With a state schema (docs/models.md) it is the model, and an assigned value is
+        converted to it (a dict becomes the model; ``state.invalid`` if it does not fit).
+        """
         return self._instance.state
 
     @state.setter
     def state(self, value: Any) -> None:
-        self._instance.state = value
+        self._instance.state = self._instance.definition.adopt_state(value)
 
     @property
     def vars(self) -> Any:

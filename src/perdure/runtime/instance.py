@@ -17,6 +17,8 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Literal
 
+from pydantic import ValidationError
+
 from perdure._names import vars_value
 from perdure.definition import MISSING, WORKFLOW_STATUS_ACTION, ActorDefinition
 from perdure.errors import (
@@ -25,6 +27,7 @@ from perdure.errors import (
     ActorNotFound,
     ActorStopping,
     InternalError,
+    InvalidRequest,
     PerdureError,
 )
 from perdure.runtime.activity import ActivityTracker
@@ -35,6 +38,7 @@ from perdure.runtime.dispatch import ActorIdentity
 from perdure.runtime.queue import ActorQueue
 from perdure.runtime.schedule import ScheduleManager
 from perdure.runtime.tasks import TaskOwner
+from perdure.schemas import errors_of, problems_of, to_plain
 from perdure.store.base import ActorRecord
 from perdure.store.codec import decode_value
 
@@ -118,6 +122,7 @@ class ActorInstance:
             # stores it (see start()).
             fence=self.generation if claimed else None,
             state_written=self._state_written if "on_state_change" in definition.hooks else None,
+            state_schema=definition.state_schema,
             on_failure=self._write_failed,
         )
         self.activity = ActivityTracker(
@@ -148,16 +153,10 @@ class ActorInstance:
             self._write_wake_at(None)  # due alarms are handled now; sources re-arm what's left
         await self.schedules.load()  # before on_create/on_wake, which may upsert jobs
         if not self.record.initialized:
-            actor_input = None if self.record.input is None else decode_value(self.record.input)
-            if "create_state" in hooks:
-                self.state = await call_hook(hooks["create_state"], self.context, actor_input)
-            elif self.definition.state is not MISSING:
-                self.state = self.definition.initial_state()
-            if "on_create" in hooks:
-                await call_hook(hooks["on_create"], self.context, actor_input)
-            self.commits.mark_initialized()
+            await self._create()
         else:
-            self.state = None if self.record.state is None else decode_value(self.record.state)
+            stored = None if self.record.state is None else decode_value(self.record.state)
+            self.state = self.definition.load_state(stored)
         if not self._claimed:
             self.commits.store_generation(self.generation)  # this commit stores it, unfenced
         await self.request_flush()
@@ -174,6 +173,30 @@ class ActorInstance:
         self._start_run()
         self.schedules.start()  # drains overdue jobs (after on_wake), then fires on time
         self.activity.maybe_sleep()
+
+    async def _create(self) -> None:
+        """The first start: the state from ``create_state`` (or ``state``), then
+        ``on_create``, both given the input (as the ``input=`` schema's type)."""
+        hooks = self.definition.hooks
+        stored_input = None if self.record.input is None else decode_value(self.record.input)
+        actor_input = self.definition.input_value(stored_input)
+        try:
+            if "create_state" in hooks:
+                created = await call_hook(hooks["create_state"], self.context, actor_input)
+                self.state = self.definition.adopt_state(created)
+            elif self.definition.state is not MISSING:
+                self.state = self.definition.adopt_state(self.definition.initial_state())
+            if "on_create" in hooks:
+                await call_hook(hooks["on_create"], self.context, actor_input)
+        except ValidationError as exc:
+            # The hook validated the input itself (`Model.model_validate(input)`): the
+            # caller's input is at fault, not the actor (the runtime drops the actor).
+            raise InvalidRequest(
+                f"Invalid input for actor `{self.name}`: {problems_of(exc)}.",
+                code="invalid_input",
+                metadata={"errors": errors_of(exc)},
+            ) from None
+        self.commits.mark_initialized()
 
     def request_stop(self, reason: StopReason) -> None:
         """Ask for sleep or destroy; it happens in the background (after the caller returns)."""
@@ -374,7 +397,7 @@ class ActorInstance:
             finally:
                 flushed = self.commits.request_flush()
             await flushed
-            return output
+            return to_plain(output)  # the same plain form in process as on the wire
         except (PerdureError, asyncio.CancelledError) as exc:
             error = exc
             raise
@@ -430,6 +453,7 @@ class ActorInstance:
         """Admit a connection: on_before_connect, create_conn_state, then on_connect."""
         self._check_running()
         hooks = self.definition.hooks
+        params = self.definition.check_conn_params(params)
         self.enter()
         try:
             if "on_before_connect" in hooks:
@@ -487,9 +511,7 @@ class ActorInstance:
 
     def broadcast(self, name: str, args: tuple[Any, ...] | list[Any]) -> None:
         """Send an event to the connections subscribed to ``name``."""
-        payload = list(args)
-        self.definition.validate_event(name, payload)
-        self.send_event(name, payload)
+        self.send_event(name, self.definition.validate_event(name, list(args)))
 
     def send_event(self, name: str, payload: list[Any]) -> None:
         """Send an already validated event to the connections subscribed to ``name``."""

@@ -22,6 +22,7 @@ from perdure._names import keywords_checked
 from perdure._time import optional_duration
 from perdure.errors import ActorAborted, QueueError
 from perdure.queue_message import QueueMessage
+from perdure.schemas import to_plain
 from perdure.runtime.clock import wait_first
 from perdure.store.base import QueueMessageRecord
 from perdure.store.codec import decode_value, encode_value
@@ -217,11 +218,15 @@ class ActorQueue:
         return QueueMessage(
             record.id,
             record.name,
-            decode_value(record.body),
+            self.message_body(record.name, decode_value(record.body)),
             record.created_at,
             completable,
             completer=self if completable else None,
         )
+
+    def message_body(self, name: str, plain: Any) -> Any:
+        """A stored (plain) body as receivers get it: the queue's schema type, if any."""
+        return self._instance.definition.message_body(name, plain)
 
     async def complete(self, message: QueueMessage, response: Any) -> None:
         """Remove a completable message durably, then answer its waiting sender."""
@@ -235,7 +240,7 @@ class ActorQueue:
         """Answer a sender waiting on ``message_id`` (if any)."""
         completion = self._completions.get(message_id)
         if completion is not None and not completion.done():
-            completion.set_result(response)
+            completion.set_result(to_plain(response))  # as every transport sends it
 
     async def wait_for(self, names: frozenset[str] | None, timeout: float | None) -> bool:
         """Wait until a matching message is available; False on timeout."""

@@ -252,7 +252,9 @@ class ActorRuntime:
         future: asyncio.Future[str] = loop.create_future()
         self._creating[(name, key)] = future
         try:
-            encoded_input = None if input is None else encode_value(input, what="input")
+            # Checked against the actor's `input=` schema before anything is created.
+            plain_input = self.definition(name).check_input(input)
+            encoded_input = None if plain_input is None else encode_value(plain_input, what="input")
             now = self.clock.now_ms()
             record = ActorRecord(new_actor_id(now), name, key, now, input=encoded_input)
             await self.store.create_actor(record)
@@ -268,7 +270,14 @@ class ActorRuntime:
         # (Another node may take the new actor at once, or this one may be draining:
         # requests then go to the node that has it.)
         with contextlib.suppress(ActorOwnedElsewhere, ActorStopping):
-            await self.instance(record.actor_id, None if self.cluster else record)
+            try:
+                await self.instance(record.actor_id, None if self.cluster else record)
+            except InvalidRequest as exc:
+                if exc.code == "invalid_input":
+                    # create_state refused the input: an actor that can never start must
+                    # not stay behind (a retry with a good input creates it afresh).
+                    await self.store.delete_actor(record.actor_id)
+                raise
         return record.actor_id
 
     async def get_record(self, actor_id: str) -> ActorRecord:

@@ -41,7 +41,8 @@ class ActorWorkflowHost:
         self.log = instance.log
         self.abort: AbortSignal = instance.abort
         self.observer: Observer = instance.observer
-        self.actor = instance  # the state and vars, read where they live
+        # The state and vars as actions see them (an assigned state becomes the schema's type).
+        self.actor = instance.context
         self._activity = instance.activity
         self._clock = instance.runtime.clock
         # Called on every step: bound straight to what does the work.

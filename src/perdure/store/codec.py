@@ -3,9 +3,11 @@
 Values are stored as CBOR. What round-trips exactly: ``None``, ``bool``, ``int`` of any
 size, ``float``, ``str``, ``bytes``, ``list``, ``dict`` (any CBOR-encodable keys), ``set``
 and ``frozenset``, ``Decimal``, timezone-aware ``datetime`` and ``date``. Tuples come back
-as lists (CBOR has one array type). Anything else, or a naive ``datetime``, is refused at
-the moment of saving with :class:`~perdure.errors.StateNotSerializable` naming the path of
-the offending value.
+as lists (CBOR has one array type). Pydantic models and dataclass instances are stored in
+their plain JSON form (:func:`perdure.schemas.dump_model`) and come back as that plain
+form; whoever declared a schema turns them back into models. Anything else, or a naive
+``datetime``, is refused at the moment of saving with
+:class:`~perdure.errors.StateNotSerializable` naming the path of the offending value.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 import cbor2
 
 from perdure.errors import StateNotSerializable
+from perdure.schemas import dump_model, is_model_value
 
 __all__ = ["decode_value", "encode_value", "find_unencodable"]
 
@@ -27,7 +30,7 @@ _SCALARS = (type(None), bool, int, float, str, bytes, bytearray, Decimal, _dt.da
 def encode_value(value: Any, *, what: str = "value", owner: str | None = None) -> bytes:
     """Encode ``value`` for storage; raise ``StateNotSerializable`` naming the bad path."""
     try:
-        return bytes(cbor2.dumps(value))
+        return bytes(cbor2.dumps(value, default=_encode_model))
     except (cbor2.CBOREncodeError, TypeError, ValueError, RecursionError) as exc:
         path, reason = find_unencodable(value, what)
         where = f" of actor {owner}" if owner else ""
@@ -35,6 +38,13 @@ def encode_value(value: Any, *, what: str = "value", owner: str | None = None) -
             f"Cannot store {path}{where}: {reason}.",
             metadata={"path": path, "actor": owner},
         ) from exc
+
+
+def _encode_model(encoder: cbor2.CBOREncoder, value: Any) -> None:
+    """cbor2's hook for a type it does not know: a model value goes as its plain form."""
+    if not is_model_value(value):
+        raise TypeError(f"values of type {type(value).__name__} cannot be stored")
+    encoder.encode(dump_model(value))
 
 
 def decode_value(data: bytes) -> Any:
@@ -55,6 +65,11 @@ def _walk(value: Any, path: str, seen: set[int]) -> tuple[str, str] | None:
         return None
     if isinstance(value, _SCALARS):
         return None
+    if is_model_value(value):
+        try:
+            return _walk(dump_model(value), path, seen)
+        except Exception as exc:
+            return path, f"{type(value).__name__} cannot be converted ({exc})"
     if id(value) in seen:
         return path, "a reference cycle"
     if isinstance(value, Mapping):

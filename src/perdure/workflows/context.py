@@ -354,8 +354,8 @@ class StepContext(_ActorIdentity):
     def broadcast(self, name: str, *args: Any) -> None:
         """Broadcast an event; it leaves only after the step's commit."""
         self._check("broadcast")
-        self._host.validate_event(name, list(args))
-        self._events.append((name, args))
+        # Validated now; sent (in plain form, models dumped) after the step's commit.
+        self._events.append((name, tuple(self._host.validate_event(name, list(args)))))
 
     @property
     def queue(self) -> _StepQueue:

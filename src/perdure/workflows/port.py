@@ -130,6 +130,10 @@ class MessageQueue(Protocol):
         :class:`~perdure.errors.ActorAborted` when the actor stops."""
         ...
 
+    def message_body(self, name: str, plain: Any) -> Any:
+        """A stored message body as receivers get it (the queue's schema type, if any)."""
+        ...
+
     def enqueue(self, name: str, body: Any) -> object:
         """Validate and stage a new message (durable with the next commit)."""
         ...
@@ -190,8 +194,9 @@ class WorkflowHost(ActorIdentity, WorkflowHistory, StepHost, Protocol):
         """The actor's queue; raises ``queue.not_configured`` if it declares none."""
         ...
 
-    def validate_event(self, name: str, args: list[Any]) -> None:
-        """Check an event against the actor's definition (raises if it does not fit)."""
+    def validate_event(self, name: str, args: list[Any]) -> list[Any]:
+        """Check an event against the actor's definition (raises if it does not fit);
+        return its arguments in their plain form."""
         ...
 
     def send_event(self, name: str, args: list[Any]) -> None:

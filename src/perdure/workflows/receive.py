@@ -74,7 +74,7 @@ class ReceivePrimitives(RunnerCore):
             QueueMessage(
                 r.id,
                 r.name,
-                decode_value(r.body),
+                queue.message_body(r.name, decode_value(r.body)),
                 r.created_at,
                 completable,
                 completer=completer,
@@ -112,7 +112,7 @@ class ReceivePrimitives(RunnerCore):
         return QueueMessage(
             data["id"],
             data["name"],
-            data["body"],
+            self.queue().message_body(data["name"], data["body"]),
             data["at"],
             completable,
             completed=bool(data.get("c")),
