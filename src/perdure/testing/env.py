@@ -18,8 +18,10 @@ import datetime as _dt
 import math
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import TYPE_CHECKING, Literal, cast
 
+from perdure._time import duration_seconds, instant_ms
+from perdure.errors import ArgumentError
 from perdure.registry import Registry
 from perdure.runtime.clock import ManualClock
 from perdure.runtime.runtime import ActorRuntime
@@ -66,12 +68,12 @@ class ActorTestEnv:
         registry: Registry,
         *,
         store: StoreChoice = "memory",
-        start: _dt.datetime | None = None,
+        start: _dt.datetime | int | None = None,
         settle_timeout: float = 10.0,
         max_timers: int = 10_000,
         idle_sleep: bool = True,
     ) -> None:
-        start_ms = _now_ms() if start is None else _instant_ms(start)
+        start_ms = _now_ms() if start is None else instant_ms(start, "ActorTestEnv start")
         self.clock = ManualClock(start_ms, idle_sleep=idle_sleep)
         self._store_choice = store
         self._tempdir: tempfile.TemporaryDirectory[str] | None = None
@@ -117,8 +119,9 @@ class ActorTestEnv:
         if choice == "sqlite":
             self._tempdir = tempfile.TemporaryDirectory(prefix="perdure-test-")
             return SQLiteStore(Path(self._tempdir.name) / "perdure.db")
-        raise TimeTravelError(
-            f'store must be "memory", "sqlite" or a Store, not {choice!r}.', code="invalid_store"
+        raise ArgumentError(
+            f'ActorTestEnv store must be "memory", "sqlite" or a Store, not {choice!r}.',
+            code="invalid_store",
         )
 
     def _cleanup(self) -> None:
@@ -150,34 +153,26 @@ class ActorTestEnv:
     @property
     def now(self) -> _dt.datetime:
         """The clock's time (UTC)."""
-        return _EPOCH + self.clock.now_ms() * _ONE_MS
+        return _utc(self.clock.now_ms())
 
     # ------------------------------------------------------------------ time
 
     async def advance(self, by: _dt.timedelta | float) -> None:
         """Move time forward by ``by`` (a ``timedelta`` or seconds); return once the work
         due by then has run and the runtime is at rest."""
-        if isinstance(by, _dt.timedelta):
-            milliseconds = by / _ONE_MS
-        elif isinstance(by, (int, float)) and not isinstance(by, bool):
-            milliseconds = by * 1000
-        else:
-            raise TimeTravelError(
-                f"advance takes a timedelta or seconds, not {by!r}.", code="invalid_duration"
-            )
-        if not math.isfinite(milliseconds) or milliseconds < 0:
-            raise TimeTravelError(
-                f"advance takes a duration of zero or more, not {by!r}.", code="invalid_duration"
-            )
+        seconds = duration_seconds(by, "env.advance() duration")
+        # A timedelta to the exact millisecond (its float seconds may fall just short).
+        milliseconds = by / _ONE_MS if isinstance(by, _dt.timedelta) else seconds * 1000
         await self._move_to(self.clock.now_ms() + math.ceil(milliseconds))
 
-    async def advance_to(self, when: _dt.datetime) -> None:
-        """Move time forward to ``when`` (an aware ``datetime``), as ``advance`` does."""
-        target = _instant_ms(when)
+    async def advance_to(self, when: _dt.datetime | int) -> None:
+        """Move time forward to ``when`` (an aware ``datetime``, or epoch milliseconds), as
+        ``advance`` does."""
+        target = instant_ms(when, "env.advance_to() time")
         if target < self.clock.now_ms():
             raise TimeTravelError(
-                f"Time never goes back: {when.isoformat()} is before {self.now.isoformat()}.",
-                code="time_goes_back",
+                f"Time never goes back: {_utc(target).isoformat()} is before "
+                f"{self.now.isoformat()}."
             )
         await self._move_to(target)
 
@@ -201,7 +196,7 @@ class ActorTestEnv:
         else:
             raise SettleTimeout(
                 f"More than {self.max_timers} timers fired while moving to "
-                f"{(_EPOCH + target * _ONE_MS).isoformat()}: advance in smaller steps, or "
+                f"{_utc(target).isoformat()}: advance in smaller steps, or "
                 "raise max_timers.",
                 code="too_many_timers",
             )
@@ -232,10 +227,5 @@ def _now_ms() -> int:
     return (_dt.datetime.now(_dt.UTC) - _EPOCH) // _ONE_MS
 
 
-def _instant_ms(when: Any) -> int:
-    if not isinstance(when, _dt.datetime) or when.utcoffset() is None:
-        raise TimeTravelError(
-            f"A time must be a timezone-aware datetime (e.g. tzinfo=datetime.UTC), not {when!r}.",
-            code="invalid_time",
-        )
-    return (when - _EPOCH) // _ONE_MS
+def _utc(at_ms: int) -> _dt.datetime:
+    return _EPOCH + at_ms * _ONE_MS
