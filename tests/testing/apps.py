@@ -43,6 +43,10 @@ async def _asking(ctx: WorkflowContext) -> None:
     await ctx.step("record", lambda step: step.state.update(answer=[m.body for m in answers]))
 
 
+async def _must_reply(ctx: WorkflowContext) -> None:
+    await ctx.queue.next("reply", names="answers", timeout=timedelta(hours=2))
+
+
 async def _on_create(c: ActorContext, _input: Any) -> None:
     await c.cron.every(name="hourly", interval=timedelta(hours=1), action="tick")
 
@@ -80,6 +84,7 @@ registry = setup(
             run=_asking,
             actions={"answer": lambda c: c.state["answer"]},
         ),
+        "deadline": workflow(queues={"answers": queue()}, run=_must_reply),
         "clock": actor(
             state={"ticks": 0},
             on_create=_on_create,

@@ -86,6 +86,19 @@ async def test_a_workflow_receive_times_out_when_its_hour_passes(env: ActorTestE
     assert await answered.answer() == [42]
 
 
+async def test_a_required_reply_fails_the_workflow_when_its_two_hours_pass(
+    env: ActorTestEnv,
+) -> None:
+    deadline = env.client.deadline.get_or_create("d")
+    await deadline.resolve()
+    await env.advance(timedelta(hours=2) - timedelta(milliseconds=1))
+    assert (await deadline.action("$workflow"))["status"] == "running"
+    await env.advance(timedelta(milliseconds=1))
+    status = await deadline.action("$workflow")
+    assert status["status"] == "failed"
+    assert "timed out" in status["error"]["message"]
+
+
 async def test_a_run_handler_receive_times_out_on_the_clock(env: ActorTestEnv) -> None:
     listener = env.client.listener.get_or_create("l")
     assert await listener.heard() == []
