@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from perdure.runtime.clock import ManualClock, SystemClock, call_later, wait_first
 
 
@@ -74,3 +76,17 @@ async def test_on_the_system_clock_they_are_real_timers() -> None:
     await asyncio.wait_for(ran.wait(), 1)
     never: asyncio.Future[None] = asyncio.get_running_loop().create_future()
     assert await wait_first(clock, {never}, 0.01) == set()
+
+
+async def test_a_failing_timer_callback_stops_no_other(caplog: pytest.LogCaptureFixture) -> None:
+    clock = ManualClock(0)
+    ran: list[str] = []
+
+    def broken() -> None:
+        raise RuntimeError("broken timer")
+
+    call_later(clock, 1, broken)
+    call_later(clock, 2, lambda: ran.append("after"))
+    clock.set(2_000)
+    assert ran == ["after"]
+    assert "a ManualClock timer callback failed" in caplog.text

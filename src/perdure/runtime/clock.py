@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
+import logging
 import math
 import time
 from collections.abc import Callable
@@ -30,6 +31,8 @@ __all__ = [
     "sleep_until_or_event",
     "wait_first",
 ]
+
+_log = logging.getLogger("perdure.clock")
 
 
 class Clock(Protocol):
@@ -128,7 +131,10 @@ class ManualClock:
             if timer.active:
                 timer.active = False
                 self._active -= 1
-                timer.callback()
+                try:
+                    timer.callback()
+                except Exception:  # as the loop does: one failing timer stops no other
+                    _log.exception("a ManualClock timer callback failed")
 
     def advance(self, seconds: float) -> None:
         """Move the clock forward by ``seconds``."""
