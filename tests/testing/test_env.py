@@ -158,3 +158,12 @@ async def test_settle_lets_a_sent_message_be_taken_without_moving_time(
     await env.settle()
     assert await asking.answer() == ["yes"]
     assert env.now == START
+
+
+async def test_the_temporary_sqlite_file_is_removed_afterwards() -> None:
+    async with ActorTestEnv(registry, store="sqlite", start=START) as env:
+        store = env.store
+        assert isinstance(store, SQLiteStore)
+        await env.client.clock.get_or_create("c").ticks()
+        assert store.path.exists()
+    assert not store.path.parent.exists()
