@@ -398,3 +398,42 @@ async def test_a_state_assigned_in_a_step_becomes_the_model(runtimes: Runtimes) 
 
     await _eventually(done, "the step")
     assert kinds == ["JobState"]
+
+
+async def test_a_step_returns_a_model_plain_the_first_time_as_on_replay(
+    runtimes: Runtimes,
+) -> None:
+    seen: list[Any] = []
+
+    async def run(ctx: WorkflowContext) -> Any:
+        output = await ctx.step("make", lambda step: Progress(completed=1, total=2))
+        seen.append(output)
+        await ctx.queue.next("wait", names="go")
+        return Progress(completed=2, total=2)
+
+    registry = setup(use={"wf": workflow(queues={"go": queue()}, run=run)})
+    runtime = await runtimes.start(registry)
+    handle = runtime.client().wf.get_or_create("w")
+    await handle.resolve()
+
+    async def made() -> bool:
+        return len(seen) == 1
+
+    await _eventually(made, "the first run of the step")
+    runtime = await runtimes.start(registry)  # the step is replayed from history
+    handle = runtime.client().wf.get("w")
+    await handle.action("$workflow")  # wakes the actor: its run replays
+
+    async def replayed() -> bool:
+        return len(seen) == 2
+
+    await _eventually(replayed, "the replay")
+    assert seen == [{"completed": 1, "total": 2}] * 2
+    await handle.send("go", None)
+
+    async def completed() -> bool:
+        status = await handle.action("$workflow")
+        return bool(status["status"] == "completed")
+
+    await _eventually(completed, "the workflow's end")
+    assert (await handle.action("$workflow"))["output"] == {"completed": 2, "total": 2}

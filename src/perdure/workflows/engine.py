@@ -14,6 +14,7 @@ The primitives are grouped by concept, one module each: steps and retries
 from __future__ import annotations
 
 from perdure.errors import ActorAborted
+from perdure.schemas import to_plain
 from perdure.workflows.core import META_LOCATION, maybe_await
 from perdure.workflows.errors import Evicted, HistoryDiverged, WorkflowFailure
 from perdure.workflows.flow import FlowPrimitives
@@ -37,7 +38,8 @@ class WorkflowRunner(StepPrimitives, FlowPrimitives, ReceivePrimitives, VersionP
         self.set_meta(status="running", error=None)
         self.mark_busy()
         try:
-            output = await maybe_await(self.fn(self.context(ROOT)))
+            # Plain (models dumped): the status a client reads, in process and after a wake.
+            output = to_plain(await maybe_await(self.fn(self.context(ROOT))))
             self.check_complete(ROOT)
             self.set_meta(status="completed", output=output)
             self.host.set_alarm(None)

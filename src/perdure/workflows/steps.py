@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from perdure.schemas import to_plain
 from perdure.workflows.context import StepContext, TryResult
 from perdure.workflows.core import RunnerCore
 from perdure.workflows.errors import CriticalError, StepExhausted
@@ -49,7 +50,8 @@ class StepPrimitives(RunnerCore):
             step_context = StepContext(self.host, location)
             span = self.host.observer.step(self.host, location, attempts)
             try:
-                output = await run_step_fn(fn, step_context, timeout)
+                # Recorded and returned plain (models dumped), as a replay returns it.
+                output = to_plain(await run_step_fn(fn, step_context, timeout))
             except Exception as exc:
                 step_context.close()
                 if span is not None:
