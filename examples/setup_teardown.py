@@ -9,6 +9,7 @@ loop ticks once per second, durably (a crash never repeats or skips a tick's sta
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
 from perdure import ActorContext, StepContext, WorkflowContext, setup, workflow
 
@@ -18,6 +19,13 @@ log = logging.getLogger("examples.setup_teardown")
 # Counts what happened to the resource in this process, so a client can check that every
 # wake was paired with a sleep (see the ``getLifecycle`` action).
 lifecycle: list[str] = []
+
+
+@dataclass
+class Vars:
+    """Ephemeral per-wake values (each actor gets its own copy): ``c.vars.resource``."""
+
+    resource: str | None = None
 
 
 def open_resource() -> str:
@@ -30,21 +38,21 @@ def close_resource(resource: str) -> None:
 
 
 def on_wake(c: ActorContext) -> None:
-    c.vars["resource"] = open_resource()
+    c.vars.resource = open_resource()
     log.info("setupRunTeardownActor %s woke: resource opened", list(c.key))
 
 
 def on_sleep(c: ActorContext) -> None:
-    if not c.vars["resource"]:
+    if not c.vars.resource:
         return
-    close_resource(c.vars["resource"])
-    c.vars["resource"] = None
+    close_resource(c.vars.resource)
+    c.vars.resource = None
     log.info("setupRunTeardownActor %s going to sleep: resource closed", list(c.key))
 
 
 def initialise(step: StepContext) -> None:
-    if not step.vars["resource"]:
-        step.vars["resource"] = open_resource()
+    if not step.vars.resource:
+        step.vars.resource = open_resource()
     step.state["initialized"] = True
 
 
@@ -63,7 +71,7 @@ async def run(ctx: WorkflowContext) -> None:
 
 
 setup_run_teardown_actor = workflow(
-    vars={"resource": None},
+    vars=Vars(),
     state={"initialized": False, "ticks": 0},
     on_wake=on_wake,
     on_sleep=on_sleep,
