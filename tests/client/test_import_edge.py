@@ -18,7 +18,14 @@ ROOT = Path(__file__).resolve().parents[2]
 
 # What the client may load of perdure: the package root (whose public names load lazily),
 # the shared base it speaks (errors, keys, the wire protocol), and itself.
-ALLOWED_PACKAGES = ("perdure.client", "perdure.errors", "perdure.keys", "perdure.protocol")
+ALLOWED_PACKAGES = (
+    "perdure._time",
+    "perdure.client",
+    "perdure.errors",
+    "perdure.handles",
+    "perdure.keys",
+    "perdure.protocol",
+)
 
 # Third-party modules only the engine uses: the SQLite and PostgreSQL stores, the
 # server's ASGI stack, schemas and validation, cron schedules.

@@ -321,7 +321,8 @@ async def test_exhausted_step_fails_the_workflow_visibly(rig: Rig) -> None:
     assert status["error"]["code"] == "step_failed"
     assert "card declined" in status["error"]["message"]
     assert events[0]["step"]["willRetry"] is False
-    assert "workflow" in events[-1]
+    # The failed status is visible as soon as it is set; on_error hears of it right after.
+    await eventually(lambda: "workflow" in events[-1])
 
 
 async def test_try_step_returns_the_failure_and_replays_it(rig: Rig) -> None:

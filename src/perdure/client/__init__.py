@@ -1,6 +1,7 @@
 """Clients for perdure servers (and any server speaking the RivetKit client protocol).
 
-Two clients with one API:
+Both implement the one handle API of :mod:`perdure.handles` (as do ``runtime.client()``
+and ``c.client()`` in process; see ``docs/clients.md``). Two clients with one API:
 
 - :func:`create_client` / :class:`AsyncClient` for asyncio code (``httpx.AsyncClient`` +
   ``websockets`` asyncio), in :mod:`perdure.client.aio`;
@@ -36,6 +37,7 @@ and ``perdure.protocol`` (and httpx, websockets, cbor2): no engine module.
         conn.on("progressUpdated", lambda p: print("progress", p))
         await handle.send("jobs", {"value": 5})
         print(await handle.getState())              # unknown attributes are actions
+        print(await handle.workflow_status())       # {status, error, output}
 
 Errors the server reports arrive as :class:`ActorError` (``group``, ``code``, ``message``,
 ``metadata``, ``actor``); failures to reach it as :class:`TransportError`.
@@ -65,6 +67,7 @@ from perdure.client.aio import (
     create_client,
 )
 from perdure.client.sync import ActorAccessor, ActorConnection, ActorHandle, Client
+from perdure.handles import SendResult, WorkflowStatus
 from perdure.protocol.messages import ActorInfo
 
 __all__ = [
@@ -82,8 +85,10 @@ __all__ = [
     "CloseEvent",
     "ConnectionDisposed",
     "QueueResult",
+    "SendResult",
     "Status",
     "TransportError",
     "TransportTimeout",
+    "WorkflowStatus",
     "create_client",
 ]

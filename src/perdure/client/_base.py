@@ -24,11 +24,12 @@ import base64
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, Literal, TypeAlias, TypeVar
+from typing import Any, Generic, Literal, TypeAlias, TypeVar, cast
 from urllib.parse import quote, unquote, urlencode, urlsplit, urlunsplit
 
 from perdure.client._errors import ActorError, TransportError
 from perdure.errors import InvalidRequest, PerdureError
+from perdure.handles import Duration, SendResult, seconds
 from perdure.keys import Key, normalize_key, serialize_key
 from perdure.protocol import codec
 from perdure.protocol.messages import (
@@ -64,7 +65,7 @@ __all__ = [
 DEFAULT_ENDPOINT = "http://localhost:6420"
 Encoding: TypeAlias = Literal["json", "cbor", "bare"]
 KeyArg: TypeAlias = str | Sequence[str] | None
-QueueResult: TypeAlias = dict[str, Any]
+QueueResult: TypeAlias = SendResult
 T = TypeVar("T")
 
 MAX_CONN_PARAMS_BYTES = 4096
@@ -338,20 +339,24 @@ def queue_call(
     params: Any,
     *,
     wait: bool,
-    timeout: float | None,
+    timeout: Duration | None,
 ) -> HttpCall[QueueResult | None]:
     """``POST /queue/{name}`` with ``{body, name, wait[, timeout ms]}``.
 
     Without ``wait`` the result is ``None`` (the message is durably enqueued); with it,
-    ``{"status": "completed" | "timedOut", "response": …}``.
+    a :class:`~perdure.handles.SendResult` (``status`` ``"completed"`` or ``"timedOut"``,
+    ``response``). ``timeout`` is seconds or a ``timedelta``.
     """
-    timeout_ms = None if timeout is None else max(0, round(timeout * 1000))
+    wait_seconds = seconds(timeout, "send() timeout")
+    timeout_ms = None if wait_seconds is None else round(wait_seconds * 1000)
     message = HttpQueueSendRequest(body=body, name=name, wait=wait, timeout=timeout_ms)
     content = _encode_http(message, config)
     http_timeout = config.timeout
     if wait and http_timeout is not None:
-        # The server holds the response for up to `timeout`; give it that long on top.
-        http_timeout = None if timeout is None else http_timeout + timeout
+        # The server holds the response for up to `timeout` and then answers timedOut
+        # itself; the HTTP request is given that long on top of the usual limit, so the
+        # server's answer, not the HTTP timeout, ends the wait.
+        http_timeout = None if wait_seconds is None else http_timeout + wait_seconds
 
     def parse(reply: HttpReply) -> QueueResult | None:
         if reply.status != 200:
@@ -359,7 +364,10 @@ def queue_call(
         response = _decode_http(reply, config.encoding, HttpQueueSendResponse)
         if not wait:
             return None
-        return {"status": response.status, "response": response.response}
+        if response.status in ("completed", "timedOut"):
+            status = cast('Literal["completed", "timedOut"]', response.status)
+            return SendResult(status, response.response)
+        raise TransportError(f"The server answered an unknown send status {response.status!r}.")
 
     return HttpCall(
         "POST",

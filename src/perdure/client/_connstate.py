@@ -14,6 +14,7 @@ for the blocking client.
 
 from __future__ import annotations
 
+import logging
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -25,6 +26,7 @@ from perdure.client._errors import (
     TransportError,
     error_from_close,
 )
+from perdure.handles import CloseEvent
 from perdure.protocol.messages import (
     ActionRequest,
     ActionResponse,
@@ -49,16 +51,9 @@ __all__ = [
 ]
 
 Status: TypeAlias = Literal["idle", "connecting", "connected", "disconnected"]
+logger = logging.getLogger("perdure.client")
 F = TypeVar("F")
 Callback: TypeAlias = Callable[..., Any]
-
-
-@dataclass(frozen=True, slots=True)
-class CloseEvent:
-    """Passed to ``on_close`` listeners: the close code and reason of the socket."""
-
-    code: int
-    reason: str
 
 
 # -- effects ------------------------------------------------------------------------------
@@ -96,6 +91,15 @@ class Call:
 
 
 Effect: TypeAlias = Send | Resolve[Any] | Reject[Any] | Call
+
+
+def _refused_event(error: ActorError) -> str | None:
+    """The event a subscription refusal names (``actor.unknown_event`` with
+    ``{"event": name}``), or ``None`` for any other error."""
+    if (error.group, error.code) != ("actor", "unknown_event"):
+        return None
+    event = error.metadata.get("event") if isinstance(error.metadata, dict) else None
+    return event if isinstance(event, str) else None
 
 
 # -- backoff ------------------------------------------------------------------------------
@@ -166,6 +170,9 @@ class ConnectionCore(Generic[F]):
         # Whether the current socket already reported its error (an Error frame comes
         # before the close whose reason repeats it).
         self._error_reported = False
+        # Events the server refused to subscribe to (the actor does not declare them):
+        # listening to one again raises at once.
+        self._refused: dict[str, ActorError] = {}
 
     # -- status -------------------------------------------------------------------------
 
@@ -208,7 +215,13 @@ class ConnectionCore(Generic[F]):
         self, event: str, cb: Callback, *, once: bool = False
     ) -> tuple[Any, list[Effect]]:
         """Register a listener; the first one of ``event`` subscribes (now if connected,
-        otherwise when the connection opens). Returns a token for :meth:`remove_listener`."""
+        otherwise when the connection opens). Returns a token for :meth:`remove_listener`.
+
+        Raises the server's ``actor.unknown_event`` at once for an event it already
+        refused on this connection."""
+        refused = self._refused.get(event)
+        if refused is not None:
+            raise refused
         entry = _Listener(cb, once)
         entries = self._events.setdefault(event, [])
         entries.append(entry)
@@ -346,8 +359,20 @@ class ConnectionCore(Generic[F]):
         if message.action_id is not None:
             pending = self._in_flight.pop(message.action_id, None)
             return [] if pending is None else [Reject(pending.future, error)]
+        event = _refused_event(error)
+        if event is not None:
+            return self._subscription_refused(event, error)
         # A connection-level error: the server closes the socket right after.
         return self.connection_error(error)
+
+    def _subscription_refused(self, event: str, error: ActorError) -> list[Effect]:
+        """The server refused to subscribe to ``event`` (the actor does not declare it):
+        its listeners are dropped, ``on_error`` hears why, and listening to it again
+        raises. The connection itself stays open."""
+        logger.warning("The server refused the subscription to %r: %s", event, error)
+        self._refused[event] = error
+        self._events.pop(event, None)
+        return self._lifecycle_call("error", error)
 
     def connection_error(self, error: ActorError) -> list[Effect]:
         """The server refused or ended the connection with ``error``.

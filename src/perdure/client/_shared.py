@@ -15,7 +15,7 @@ import functools
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
 import httpx
 
@@ -38,6 +38,10 @@ from perdure.client._base import (
 )
 from perdure.client._errors import ConnectionDisposed, TransportError, TransportTimeout
 from perdure.client._socket import user_agent
+from perdure.handles import Duration, WorkflowStatus
+
+# The built-in action that answers a workflow actor's status (over every transport).
+WORKFLOW_ACTION = "$workflow"
 
 __all__ = [
     "AccessorBase",
@@ -215,12 +219,17 @@ class HandleBase(Generic[ClientT]):
         return action_call(self._client.config, self._target, name, args, self._params)
 
     def _queue_call(
-        self, name: str, body: Any, *, wait: bool, timeout: float | None
+        self, name: str, body: Any, *, wait: bool, timeout: Duration | None
     ) -> HttpCall[QueueResult | None]:
         config = self._client.config
         return queue_call(
             config, self._target, name, body, self._params, wait=wait, timeout=timeout
         )
+
+    def _status_call(self) -> HttpCall[WorkflowStatus]:
+        """The built-in ``$workflow`` action (a workflow actor's status)."""
+        call = action_call(self._client.config, self._target, WORKFLOW_ACTION, (), self._params)
+        return cast("HttpCall[WorkflowStatus]", call)
 
     def _resolve_call(self) -> HttpCall[str] | str:
         return resolve_call(self._client.config, self._target)

@@ -22,7 +22,7 @@ import contextlib
 import inspect
 import logging
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Literal, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
 import httpx
 from websockets.asyncio.client import ClientConnection
@@ -42,6 +42,7 @@ from perdure.client._connection import ConnectionBase
 from perdure.client._connstate import Call
 from perdure.client._shared import AccessorBase, ActionAttributes, ClientBase, HandleBase, reply_of
 from perdure.client._socket import encode_frame
+from perdure.handles import Duration, WorkflowStatus, seconds
 from perdure.protocol.messages import ToServer
 
 __all__ = [
@@ -157,23 +158,28 @@ class AsyncActorHandle(HandleBase[AsyncClient], ActionAttributes[Awaitable[Any]]
 
     @overload
     async def send(
-        self, name: str, body: Any, *, wait: Literal[False] = False, timeout: float | None = None
+        self, name: str, body: Any, *, wait: Literal[False] = False, timeout: Duration | None = None
     ) -> None: ...
 
     @overload
     async def send(
-        self, name: str, body: Any, *, wait: Literal[True], timeout: float | None = None
+        self, name: str, body: Any, *, wait: Literal[True], timeout: Duration | None = None
     ) -> QueueResult: ...
 
     async def send(
-        self, name: str, body: Any, *, wait: bool = False, timeout: float | None = None
+        self, name: str, body: Any, *, wait: bool = False, timeout: Duration | None = None
     ) -> QueueResult | None:
         """Send ``body`` to the actor's queue ``name`` (durably enqueued on return).
 
-        With ``wait=True`` wait until the message is completed or ``timeout`` seconds
-        pass: ``{"status": "completed" | "timedOut", "response": …}``.
+        With ``wait=True`` wait until the message is completed or ``timeout`` (seconds
+        or a ``timedelta``) passes: a :class:`~perdure.handles.SendResult` with
+        ``status`` ``"completed"`` or ``"timedOut"`` and the ``response``.
         """
         return await self._client._perform(self._queue_call(name, body, wait=wait, timeout=timeout))
+
+    async def workflow_status(self) -> WorkflowStatus:
+        """The actor's workflow status ``{status, error, output}`` (``$workflow``)."""
+        return await self._client._perform(self._status_call())
 
     async def resolve(self) -> str:
         """The actor's id (a ``get_or_create`` handle creates the actor if needed)."""
@@ -212,14 +218,16 @@ class AsyncActorConnection(ConnectionBase["asyncio.Future[Any]", Awaitable[Any]]
 
     # -- calls --------------------------------------------------------------------------
 
-    async def wait_open(self, timeout: float | None = 10.0) -> None:
+    async def wait_open(self, timeout: Duration | None = 10.0) -> None:
         """Wait until the connection is open.
 
         Raises the server's :class:`~perdure.client.ActorError` if it refuses the
-        connection, :class:`~perdure.client.TransportTimeout` after ``timeout`` seconds.
+        connection, :class:`~perdure.client.TransportTimeout` after ``timeout`` (seconds
+        or a ``timedelta``).
         """
+        limit = seconds(timeout, "wait_open() timeout")
         with self._opening() as future:
-            await _settled(future, timeout, lambda: self._open_timeout(timeout))
+            await _settled(future, limit, lambda: self._open_timeout(limit))
 
     async def action(self, name: str, *args: Any) -> Any:
         """Call action ``name`` over the connection and return its output."""
@@ -331,3 +339,13 @@ async def _guard(awaitable: Awaitable[Any], callback: Callable[..., Any]) -> Non
         await awaitable
     except Exception:
         logger.exception("A connection callback %r raised", callback)
+
+
+if TYPE_CHECKING:
+    # This client implements the one handle API of perdure.handles (checked by mypy).
+    from perdure import handles
+
+    _client: type[handles.Client] = AsyncClient
+    _accessor: type[handles.Accessor] = AsyncActorAccessor
+    _handle: type[handles.Handle] = AsyncActorHandle
+    _connection: type[handles.Connection] = AsyncActorConnection

@@ -32,7 +32,7 @@ import logging
 import queue
 import threading
 from collections.abc import Awaitable, Callable
-from typing import Any, Literal, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
 import httpx
 from websockets.exceptions import ConnectionClosed
@@ -44,6 +44,7 @@ from perdure.client._connection import ConnectionBase
 from perdure.client._connstate import Call
 from perdure.client._shared import AccessorBase, ActionAttributes, ClientBase, HandleBase, reply_of
 from perdure.client._socket import OPEN_TIMEOUT, encode_frame
+from perdure.handles import Duration, WorkflowStatus, seconds
 from perdure.protocol.messages import ToServer
 
 __all__ = ["ActorAccessor", "ActorConnection", "ActorHandle", "Client"]
@@ -116,20 +117,24 @@ class ActorHandle(HandleBase[Client], ActionAttributes[Any]):
 
     @overload
     def send(
-        self, name: str, body: Any, *, wait: Literal[False] = False, timeout: float | None = None
+        self, name: str, body: Any, *, wait: Literal[False] = False, timeout: Duration | None = None
     ) -> None: ...
 
     @overload
     def send(
-        self, name: str, body: Any, *, wait: Literal[True], timeout: float | None = None
+        self, name: str, body: Any, *, wait: Literal[True], timeout: Duration | None = None
     ) -> QueueResult: ...
 
     def send(
-        self, name: str, body: Any, *, wait: bool = False, timeout: float | None = None
+        self, name: str, body: Any, *, wait: bool = False, timeout: Duration | None = None
     ) -> QueueResult | None:
         """Send ``body`` to the actor's queue ``name``; see
         :meth:`perdure.client.AsyncActorHandle.send`."""
         return self._client._perform(self._queue_call(name, body, wait=wait, timeout=timeout))
+
+    def workflow_status(self) -> WorkflowStatus:
+        """The actor's workflow status ``{status, error, output}`` (``$workflow``)."""
+        return self._client._perform(self._status_call())
 
     def resolve(self) -> str:
         """The actor's id (a ``get_or_create`` handle creates the actor if needed)."""
@@ -166,11 +171,13 @@ class ActorConnection(ConnectionBase["_Future[Any]", Any]):
 
     # -- calls --------------------------------------------------------------------------
 
-    def wait_open(self, timeout: float | None = 10.0) -> None:
+    def wait_open(self, timeout: Duration | None = 10.0) -> None:
         """Block until the connection is open; raises the server's ``ActorError`` if it
-        refuses the connection, ``TransportTimeout`` after ``timeout`` seconds."""
+        refuses the connection, ``TransportTimeout`` after ``timeout`` (seconds or a
+        ``timedelta``)."""
+        limit = seconds(timeout, "wait_open() timeout")
         with self._opening() as future:
-            _settled(future, timeout, lambda: self._open_timeout(timeout))
+            _settled(future, limit, lambda: self._open_timeout(limit))
 
     def action(self, name: str, *args: Any) -> Any:
         """Call action ``name`` over the connection and return its output."""
@@ -284,3 +291,13 @@ def _settled(
 
 async def _await(awaitable: Awaitable[Any]) -> Any:
     return await awaitable
+
+
+if TYPE_CHECKING:
+    # This client implements the one handle API of perdure.handles (checked by mypy).
+    from perdure import handles
+
+    _syncclient: type[handles.SyncClient] = Client
+    _syncaccessor: type[handles.SyncAccessor] = ActorAccessor
+    _synchandle: type[handles.SyncHandle] = ActorHandle
+    _syncconnection: type[handles.SyncConnection] = ActorConnection

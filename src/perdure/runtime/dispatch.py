@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from perdure.errors import ActorNotFound
+from perdure.errors import ActorNotFound, InvalidRequest
 from perdure.keys import Key, normalize_key
 from perdure.runtime.cluster import PeerNode, RemoteConnection
 from perdure.runtime.connections import Connection, Transport
@@ -54,6 +54,7 @@ __all__ = [
     "Operation",
     "ResolveMethod",
     "SendMessage",
+    "check_subscription",
 ]
 
 ResolveMethod = Literal["get", "getOrCreate", "create"]
@@ -169,6 +170,11 @@ class ActorDispatch:
     def definition(self, name: str) -> ActorDefinition:
         """The definition of actor ``name``; ``actor.unknown_name`` if not registered."""
         return self._runtime.definition(name)
+
+    def check_subscription(self, name: str, event: str) -> None:
+        """Refuse listening to an event that actor ``name`` does not declare
+        (``actor.unknown_event``): see :func:`check_subscription`."""
+        check_subscription(self.definition(name), event)
 
     def check(self, name: str, operation: Operation) -> Operation:
         """Refuse ``operation`` if actor ``name`` cannot accept it, before any actor is
@@ -361,7 +367,7 @@ class ActorRef:
         if instance is None:
             status: dict[str, Any] = result
             return status
-        return instance.workflow_status()
+        return await instance.current_workflow_status()
 
     async def administer(self, operation: Administer) -> Any:
         """Repair the actor's workflow or cancel one of its schedules (waking it): the
@@ -443,6 +449,10 @@ class ConnectionRef:
         """Receive events named ``event``."""
         self._conn.subscriptions.add(event)
 
+    def check_subscription(self, event: str) -> None:
+        """Refuse an event the actor does not declare (``actor.unknown_event``)."""
+        check_subscription(self._instance.definition, event)
+
     def unsubscribe(self, event: str) -> None:
         """Stop receiving events named ``event``."""
         self._conn.subscriptions.discard(event)
@@ -463,6 +473,21 @@ class ConnectionRef:
     async def close(self) -> None:
         """Forget the connection and run ``on_disconnect`` (once, however often called)."""
         await self._instance.disconnect(self._conn)
+
+
+def check_subscription(definition: ActorDefinition, event: str) -> None:
+    """Refuse listening to ``event`` when the actor declares its events and not this one:
+    such a listener could never be called (a broadcast of it fails), so a typo in an
+    event name is an error at once rather than silence. An actor that declares no
+    events may broadcast any name, so any subscription is accepted."""
+    if definition.events is None or event in definition.events:
+        return
+    declared = ", ".join(f"`{name}`" for name in sorted(definition.events)) or "none"
+    raise InvalidRequest(
+        f"Actor `{definition.name}` declares no event `{event}` (declared: {declared}).",
+        code="unknown_event",
+        metadata={"event": event},
+    )
 
 
 class _NoChannel:

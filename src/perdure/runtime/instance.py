@@ -378,7 +378,7 @@ class ActorInstance:
     async def call_action(self, name: str, args: list[Any], conn: Connection | None = None) -> Any:
         """Run action ``name``; return its output once its state changes are durable."""
         if self.definition.is_status_action(name):
-            return self.workflow_status()
+            return await self.current_workflow_status()
         spec = self.definition.find_action(name, len(args))
         self._check_running()
         activity = self.activity  # the hot path: straight to the tracker and the pipeline
@@ -438,10 +438,28 @@ class ActorInstance:
             raise
 
     def workflow_status(self) -> dict[str, Any]:
-        """``{status, error, output}`` of this actor's workflow."""
+        """``{status, error, output}`` of this actor's workflow, as its run knows it
+        (``pending`` until the run has loaded its history: see
+        :meth:`current_workflow_status`)."""
         if self.workflow is None:
             return {"status": "pending", "error": None, "output": None}
         return self.workflow.status()
+
+    async def current_workflow_status(self) -> dict[str, Any]:
+        """The workflow's status for clients (``$workflow``).
+
+        Right after a wake the run has not loaded its history yet and knows nothing but
+        ``pending``: the answer waits for the load (or for the run to end, should the
+        load fail), so a workflow is not reported as pending merely because it woke.
+        """
+        runner, run = self.workflow, self._run_task
+        if runner is not None and run is not None and not runner.loaded.is_set():
+            loaded = asyncio.ensure_future(runner.loaded.wait())
+            try:
+                await asyncio.wait({loaded, run}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                loaded.cancel()
+        return self.workflow_status()
 
     def _check_running(self) -> None:
         if self.status == "stopping" or self.status == "stopped":

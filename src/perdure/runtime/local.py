@@ -1,40 +1,72 @@
-"""An in-process client: the same handle API as the network client, without the network.
+"""The in-process client: the one handle API of :mod:`perdure.handles`, without the network.
 
-Used by tests, benchmarks and ``c.client()`` (actor-to-actor calls)::
+``runtime.client()`` (tests, benchmarks, scripts hosting a runtime) and ``c.client()``
+(an actor calling another) return a :class:`LocalClient`::
 
     client = runtime.client()
     counter = client.counter.get_or_create(["main"])
-    await counter.increment(5)
+    await counter.increment(5)  # unknown attributes are actions
+    conn = counter.connect()  # opens in the background
+    conn.on("newCount", print)
+    await conn.wait_open()
+    await counter.send("jobs", {"value": 5}, wait=True, timeout=timedelta(seconds=5))
+
+Everything a request carries is checked as over the network (unknown action, argument
+count, queue name and body, event names) before an actor is created.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Coroutine, Sequence
-from typing import TYPE_CHECKING, Any
+import weakref
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Literal, overload
 
+from perdure.handles import Duration, SendResult, WorkflowStatus, seconds
 from perdure.keys import normalize_key
-from perdure.runtime.dispatch import ActorAddress, ActorRef, CallAction, ConnectionRef, SendMessage
+from perdure.runtime.dispatch import ActorAddress, ActorRef, CallAction, SendMessage
+from perdure.runtime.local_connection import ActionRef, LocalConnection
 
 if TYPE_CHECKING:
-    from perdure.runtime.cluster import RemoteConnection
+    from perdure import handles
     from perdure.runtime.dispatch import ActorDispatch, Operation, ResolveMethod
-    from perdure.runtime.queue import QueueSendResult
 
 __all__ = ["ActionRef", "LocalAccessor", "LocalClient", "LocalConnection", "LocalHandle"]
 
 KeyArg = str | Sequence[str] | None
+# The built-in action that answers a workflow actor's status (as over the network).
+WORKFLOW_ACTION = "$workflow"
 
 
 class LocalClient:
-    """``client.<actor name>`` gives an accessor with ``get``/``get_or_create``/…"""
+    """``client.<actor name>`` gives an accessor with ``get``/``get_or_create``/…
+
+    Like the network client it may be used as ``async with`` (or closed with
+    :meth:`close`), which disposes the connections opened through it; the actors
+    themselves belong to the runtime.
+    """
 
     def __init__(self, dispatch: ActorDispatch) -> None:
         self._dispatch = dispatch
+        self._connections: weakref.WeakSet[LocalConnection] = weakref.WeakSet()
 
     def actor(self, name: str) -> LocalAccessor:
         """The accessor for actor ``name``."""
-        return LocalAccessor(self._dispatch, name)
+        return LocalAccessor(self._dispatch, name, self._connections)
+
+    async def close(self) -> None:
+        """Dispose every connection opened through this client (idempotent)."""
+        connections = list(self._connections)
+        self._connections.clear()
+        await asyncio.gather(*(conn.dispose() for conn in connections))
+
+    dispose = close
+
+    async def __aenter__(self) -> LocalClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
 
     def __getattr__(self, name: str) -> LocalAccessor:
         if name.startswith("_"):
@@ -43,34 +75,52 @@ class LocalClient:
 
 
 class LocalAccessor:
-    """Handles to actors of one name."""
+    """Handles to actors of one name. ``params`` are the default connection params of
+    a handle's connections (in-process actions run without a connection)."""
 
-    def __init__(self, dispatch: ActorDispatch, name: str) -> None:
+    def __init__(
+        self,
+        dispatch: ActorDispatch,
+        name: str,
+        connections: weakref.WeakSet[LocalConnection] | None = None,
+    ) -> None:
         self._dispatch = dispatch
-        self._name = name
+        self.name = name
+        self._connections = weakref.WeakSet() if connections is None else connections
 
-    def get(self, key: KeyArg = None) -> LocalHandle:
+    def get(self, key: KeyArg = None, *, params: Any = None) -> LocalHandle:
         """A handle to an existing actor (``actor.not_found`` on first use if absent)."""
-        return LocalHandle(self._dispatch, self._name, key, "get")
+        return self._handle(key, "get", None, params)
 
-    def get_or_create(self, key: KeyArg = None, *, input: Any = None) -> LocalHandle:
+    def get_or_create(
+        self, key: KeyArg = None, *, input: Any = None, params: Any = None
+    ) -> LocalHandle:
         """A handle that creates the actor on first use, with ``input``."""
-        return LocalHandle(self._dispatch, self._name, key, "getOrCreate", input)
+        return self._handle(key, "getOrCreate", input, params)
 
-    async def create(self, key: KeyArg = None, *, input: Any = None) -> LocalHandle:
-        """Create the actor now (error if the key exists) and return a handle bound to it."""
-        actor = await self._dispatch.create(self._name, key, input)
-        return self.get_for_id(actor.actor_id)
+    def _handle(self, key: KeyArg, method: ResolveMethod, input: Any, params: Any) -> LocalHandle:
+        handle = LocalHandle(self._dispatch, self.name, key, method, input, params)
+        handle._connections = self._connections
+        return handle
 
-    def get_for_id(self, actor_id: str) -> LocalHandle:
+    async def create(
+        self, key: KeyArg = None, *, input: Any = None, params: Any = None
+    ) -> LocalHandle:
+        """Create the actor now (``actor.duplicate_key`` if the key exists) and return a
+        handle bound to it."""
+        actor = await self._dispatch.create(self.name, key, input)
+        return self.get_for_id(actor.actor_id, params=params)
+
+    def get_for_id(self, actor_id: str, *, params: Any = None) -> LocalHandle:
         """A handle bound to an actor id."""
-        handle = LocalHandle(self._dispatch, self._name, None, "get")
+        handle = self._handle(None, "get", None, params)
         handle._ref = self._dispatch.ref(actor_id)
         return handle
 
 
 class LocalHandle:
-    """Calls actions on one actor; unknown attributes are actions (``await h.increment(1)``)."""
+    """Calls one actor; unknown attributes are actions (``await h.increment(1)``); an
+    action named like a method (``send``, ``connect`` …) is ``h.action("send", …)``."""
 
     def __init__(
         self,
@@ -79,13 +129,17 @@ class LocalHandle:
         key: KeyArg,
         method: ResolveMethod,
         input: Any = None,
+        params: Any = None,
     ) -> None:
         self._dispatch = dispatch
         self._name = name
         self._key = key
         self._method = method
         self._input = input
+        self._params = params
         self._ref: ActorRef | None = None
+        # The client's connections (disposed when it closes).
+        self._connections: weakref.WeakSet[LocalConnection] = weakref.WeakSet()
 
     async def resolve(self) -> str:
         """The actor id (creating the actor if this is a get-or-create handle)."""
@@ -112,92 +166,57 @@ class LocalHandle:
         """Call action ``name`` with ``args``."""
         return await self._perform(CallAction(name, list(args)))
 
+    @overload
     async def send(
-        self, queue: str, body: Any, *, wait: bool = False, timeout: float | None = None
-    ) -> QueueSendResult:
-        """Send a durable message to ``queue``; with ``wait``, wait (up to ``timeout``
-        seconds) until the receiver completes it."""
-        result: QueueSendResult = await self._perform(SendMessage(queue, body, wait, timeout))
-        return result
+        self,
+        queue: str,
+        body: Any,
+        *,
+        wait: Literal[False] = False,
+        timeout: Duration | None = None,
+    ) -> None: ...
+
+    @overload
+    async def send(
+        self, queue: str, body: Any, *, wait: Literal[True], timeout: Duration | None = None
+    ) -> SendResult: ...
+
+    async def send(
+        self, queue: str, body: Any, *, wait: bool = False, timeout: Duration | None = None
+    ) -> SendResult | None:
+        """Send a durable message to ``queue`` (durable on return). With ``wait``, wait
+        up to ``timeout`` (seconds or a ``timedelta``) until the receiver completes it:
+        a :class:`~perdure.handles.SendResult` (``completed`` or ``timedOut``)."""
+        message = SendMessage(queue, body, wait, seconds(timeout, "send() timeout"))
+        result = await self._perform(message)
+        return SendResult(result.status, result.response) if wait else None
+
+    async def workflow_status(self) -> WorkflowStatus:
+        """The actor's workflow status ``{status, error, output}`` (``$workflow``)."""
+        status: WorkflowStatus = await self.action(WORKFLOW_ACTION)
+        return status
 
     def __getattr__(self, name: str) -> ActionRef:
         if name.startswith("_"):
             raise AttributeError(name)
         return ActionRef(self.action, name)
 
-    async def connect(self, params: Any = None) -> LocalConnection:
-        """Open an in-process connection (events and actions)."""
-        conn = LocalConnection()
-        await conn.open(await self._resolved(), params)
+    def connect(self, params: Any = None) -> LocalConnection:
+        """Open a connection in the background (needs a running event loop): ``await
+        conn.wait_open()`` waits for it, and ``conn = await handle.connect()`` also
+        works. ``params`` default to the handle's."""
+        conn = LocalConnection(
+            self._resolved,
+            params if params is not None else self._params,
+            lambda event: self._dispatch.check_subscription(self._name, event),
+        )
+        self._connections.add(conn)
         return conn
 
 
-class ActionRef:
-    """``handle.users.add(...)``: calling it calls the action; attributes nest the name.
-
-    Nested action groups are dotted names on the wire (``users.add``), as in Rivet's client.
-    """
-
-    __slots__ = ("_call", "_name")
-
-    def __init__(self, call: Callable[..., Coroutine[Any, Any, Any]], name: str) -> None:
-        self._call = call
-        self._name = name
-
-    def __call__(self, *args: Any) -> Coroutine[Any, Any, Any]:
-        return self._call(self._name, *args)
-
-    def __getattr__(self, name: str) -> ActionRef:
-        if name.startswith("_"):
-            raise AttributeError(name)
-        return ActionRef(self._call, f"{self._name}.{name}")
-
-
-class LocalConnection:
-    """An in-process connection; it is its own transport."""
-
-    def __init__(self) -> None:
-        self.conn: ConnectionRef | RemoteConnection | None = None
-        self.events: list[tuple[str, list[Any]]] = []
-        self.closed: tuple[int, str] | None = None
-        self._listeners: dict[str, list[Callable[..., Any]]] = {}
-
-    async def open(self, actor: ActorRef, params: Any) -> None:
-        """Connect to ``actor``."""
-        self.conn = await actor.connect(params, self)
-
-    def on(self, event: str, callback: Callable[..., Any]) -> Callable[[], None]:
-        """Subscribe to ``event``; returns a function that unsubscribes."""
-        self._listeners.setdefault(event, []).append(callback)
-        if self.conn is not None:
-            self.conn.subscribe(event)
-
-        def off() -> None:
-            listeners = self._listeners.get(event, [])
-            if callback in listeners:
-                listeners.remove(callback)
-            if not listeners and self.conn is not None:
-                self.conn.unsubscribe(event)
-
-        return off
-
-    async def action(self, name: str, *args: Any) -> Any:
-        """Call an action over this connection."""
-        if self.conn is None:
-            raise RuntimeError("not connected")
-        return await self.conn.call(name, list(args))
-
-    def send_event(self, name: str, args: list[Any]) -> None:
-        self.events.append((name, args))
-        for callback in list(self._listeners.get(name, [])):
-            callback(*args)
-
-    def close(self, code: int, reason: str) -> None:
-        self.closed = (code, reason)
-
-    async def dispose(self) -> None:
-        """Disconnect (runs ``on_disconnect``)."""
-        if self.conn is not None:
-            await self.conn.close()
-        self.conn = None
-        await asyncio.sleep(0)
+if TYPE_CHECKING:
+    # The in-process client implements the one handle API (checked by mypy).
+    _client: type[handles.Client] = LocalClient
+    _accessor: type[handles.Accessor] = LocalAccessor
+    _handle: type[handles.Handle] = LocalHandle
+    _connection: type[handles.Connection] = LocalConnection

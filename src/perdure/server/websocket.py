@@ -11,7 +11,9 @@ WebSocket stacks insist on a matching protocol), ``rivet_encoding.<json|cbor|bar
    ``Init{actorId, connectionId}`` before anything else;
 2. ``ActionRequest`` frames run concurrently, each answered by ``ActionResponse`` or by an
    ``Error`` carrying its ``actionId``; ``SubscriptionRequest`` frames add or remove an
-   event name in ``conn.subscriptions``;
+   event name in ``conn.subscriptions``. A subscription to an event the actor does not
+   declare is refused with an ``Error`` without ``actionId`` (``actor.unknown_event``,
+   metadata ``{"event": name}``); the connection stays open;
 3. a connection-level failure sends ``Error`` (no ``actionId``) and closes with code 1011
    and reason ``"{group}.{code}"``: ``actor.invalid_request`` for an undecodable frame,
    ``message.incoming_too_long`` for a frame over the limit, or the error that refused the
@@ -194,7 +196,7 @@ class ConnectHandler:
                 task = asyncio.create_task(self._action(conn, transport, request))
                 actions.add(task)
                 task.add_done_callback(actions.discard)
-            elif not _subscribe(conn, request):
+            elif not _subscribe(conn, request, transport):
                 transport.fail(
                     InvalidRequest(
                         f"A connection may subscribe to at most {MAX_SUBSCRIPTIONS} events.",
@@ -273,12 +275,21 @@ def _decode(data: bytes | str, enc: Encoding) -> ActionRequest | SubscriptionReq
         return None
 
 
-def _subscribe(conn: AnyConnection, request: SubscriptionRequest) -> bool:
-    """Apply a subscription change; ``False`` when the connection has too many."""
+def _subscribe(
+    conn: AnyConnection, request: SubscriptionRequest, transport: SocketTransport
+) -> bool:
+    """Apply a subscription change; ``False`` when the connection has too many. An event
+    the actor does not declare is refused with an error frame (the socket stays open)."""
     name = request.event_name
     if not request.subscribe:
         conn.unsubscribe(name)
         return True
+    if isinstance(conn, ConnectionRef):  # a connection opened elsewhere is checked there
+        try:
+            conn.check_subscription(name)
+        except InvalidRequest as exc:
+            transport.push_error(exc, None)
+            return True
     if conn.subscription_count >= MAX_SUBSCRIPTIONS and not conn.is_subscribed(name):
         return False
     conn.subscribe(name)

@@ -17,6 +17,7 @@ import logging
 from collections.abc import Awaitable, Iterable, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
 
+from perdure.handles import Client
 from perdure.queue_message import QueueMessage
 from perdure.store.base import QueueMessageRecord
 from perdure.telemetry import Observer
@@ -48,14 +49,9 @@ class AbortSignal(Protocol):
         ...
 
 
-class ActorClient(Protocol):
-    """A client for calling other actors (``client.<actor name>`` or ``actor(name)``)."""
-
-    def actor(self, name: str) -> Any:
-        """The accessor for actors named ``name``."""
-        ...
-
-    def __getattr__(self, name: str) -> Any: ...
+class ActorClient(Client, Protocol):
+    """A client for calling other actors (``client.<actor name>`` or ``actor(name)``):
+    the one handle API of :mod:`perdure.handles` (the runtime's in-process client)."""
 
 
 class ActorIdentity(Protocol):

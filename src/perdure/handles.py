@@ -1,0 +1,320 @@
+"""The one handle API: what every perdure client offers, as typed Protocols.
+
+Four implementations, one surface (see ``docs/clients.md``):
+
+- :class:`perdure.client.AsyncClient` (``create_client``), over HTTP and WebSocket;
+- ``runtime.client()``, in process (:mod:`perdure.runtime.local`);
+- ``c.client()``, from inside an actor (the same in-process client);
+- :class:`perdure.client.Client`, the blocking twin: :class:`SyncClient` and friends
+  describe it (the same names and arguments, without ``await``).
+
+A client gives accessors (``client.<actor name>`` or ``client.actor(name)``); an
+accessor gives handles (``get``, ``get_or_create``, ``get_for_id``, ``create``); a handle
+calls actions (``await handle.increment(5)`` or ``handle.action("increment", 5)``),
+sends queue messages (:meth:`Handle.send`), reads the workflow's status and opens
+connections (:meth:`Handle.connect`, synchronous: the connection opens in the
+background, ``await conn.wait_open()`` waits for it).
+
+This module imports nothing of the engine or of the network stack, so that both sides
+can name it. Durations are seconds (``float``) or :class:`~datetime.timedelta`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, Literal, Protocol, Self, TypeAlias, TypedDict, overload
+
+from perdure._time import optional_duration
+
+__all__ = [
+    "Accessor",
+    "Client",
+    "CloseEvent",
+    "Connection",
+    "Duration",
+    "Handle",
+    "SendResult",
+    "SyncAccessor",
+    "SyncClient",
+    "SyncConnection",
+    "SyncHandle",
+    "WorkflowStatus",
+    "seconds",
+]
+
+Duration: TypeAlias = float | timedelta
+"""A duration: seconds, or a :class:`~datetime.timedelta`."""
+
+
+def seconds(duration: Duration | None, what: str = "timeout") -> float | None:
+    """``duration`` in seconds (``None`` stays ``None``: no limit).
+
+    What cannot be a duration (a negative or non-finite number, a bool, a string) fails
+    at the call with ``api.invalid_duration`` naming ``what``; an ``int`` in whole
+    thousands (``timeout=1000``, RivetKit's milliseconds) logs a warning once.
+    """
+    return optional_duration(duration, what)
+
+
+@dataclass(frozen=True, slots=True)
+class CloseEvent:
+    """Passed to ``on_close`` listeners: the close code and reason of the connection."""
+
+    code: int
+    reason: str
+
+
+class WorkflowStatus(TypedDict):
+    """A workflow's status (:meth:`Handle.workflow_status`, the ``$workflow`` action)."""
+
+    status: Literal["pending", "running", "completed", "failed"]
+    error: Any
+    output: Any
+
+
+class SendResult(dict[str, Any]):
+    """What ``send(..., wait=True)`` returns: ``status`` (``"completed"`` or
+    ``"timedOut"``) and the receiver's ``response``.
+
+    It is the wire's ``{"status", "response"}`` object (what the TypeScript client
+    returns), readable as attributes too: ``result.status == result["status"]``.
+    """
+
+    def __init__(self, status: Literal["completed", "timedOut"], response: Any = None) -> None:
+        super().__init__(status=status, response=response)
+
+    @property
+    def status(self) -> Literal["completed", "timedOut"]:
+        """``"completed"`` or ``"timedOut"``."""
+        value: Literal["completed", "timedOut"] = self["status"]
+        return value
+
+    @property
+    def response(self) -> Any:
+        """The receiver's response (``None`` when timed out)."""
+        return self["response"]
+
+    def __repr__(self) -> str:
+        return f"SendResult(status={self.status!r}, response={self.response!r})"
+
+
+# -- asyncio --------------------------------------------------------------------------
+
+
+class Connection(Protocol):
+    """A live connection to one actor: events, and actions over it."""
+
+    def on(self, event: str, callback: Callable[..., Any]) -> Callable[[], None]:
+        """Call ``callback(*args)`` on each broadcast of ``event``; returns a function
+        that removes the listener. An event the actor does not declare is refused:
+        at once in process, by the server (``actor.unknown_event`` to ``on_error``)
+        over the network."""
+        ...
+
+    def once(self, event: str, callback: Callable[..., Any]) -> Callable[[], None]:
+        """Like :meth:`on`, for the next broadcast only."""
+        ...
+
+    def off(self, event: str, callback: Callable[..., Any] | None = None) -> None:
+        """Remove ``callback`` (every listener of ``event`` if ``None``)."""
+        ...
+
+    def on_error(self, callback: Callable[[Exception], Any]) -> Callable[[], None]:
+        """Call ``callback(error)`` for errors of the connection itself."""
+        ...
+
+    def action(self, name: str, *args: Any) -> Awaitable[Any]:
+        """Call action ``name`` over the connection."""
+        ...
+
+    def __getattr__(self, name: str) -> Callable[..., Awaitable[Any]]:
+        """Unknown attributes are actions: ``await conn.increment(5)``."""
+        ...
+
+    @property
+    def actor_id(self) -> str | None:
+        """The actor's id, once the connection has opened."""
+        ...
+
+    @property
+    def is_connected(self) -> bool:
+        """Whether the connection is open."""
+        ...
+
+    async def wait_open(self, timeout: Duration | None = 10.0) -> None:
+        """Wait until the connection is open (raises the refusal, or a timeout)."""
+        ...
+
+    async def dispose(self) -> None:
+        """Close the connection for good."""
+        ...
+
+    async def __aenter__(self) -> Self: ...
+
+    async def __aexit__(self, *exc: object) -> None: ...
+
+
+class Handle(Protocol):
+    """Calls one actor."""
+
+    def action(self, name: str, *args: Any) -> Awaitable[Any]:
+        """Call action ``name`` with ``args``; its output."""
+        ...
+
+    def __getattr__(self, name: str) -> Callable[..., Awaitable[Any]]:
+        """Unknown attributes are actions: ``await handle.increment(5)``."""
+        ...
+
+    @overload
+    async def send(
+        self,
+        queue: str,
+        body: Any,
+        *,
+        wait: Literal[False] = False,
+        timeout: Duration | None = None,
+    ) -> None: ...
+
+    @overload
+    async def send(
+        self, queue: str, body: Any, *, wait: Literal[True], timeout: Duration | None = None
+    ) -> SendResult: ...
+
+    async def send(
+        self, queue: str, body: Any, *, wait: bool = False, timeout: Duration | None = None
+    ) -> SendResult | None:
+        """Send ``body`` to queue ``queue`` (durable on return). With ``wait``, wait up
+        to ``timeout`` for the receiver to complete it: a :class:`SendResult`."""
+        ...
+
+    def connect(self, params: Any = None) -> Connection:
+        """Open a connection in the background (``await conn.wait_open()``)."""
+        ...
+
+    async def resolve(self) -> str:
+        """The actor's id (a ``get_or_create`` handle creates the actor if needed)."""
+        ...
+
+    async def workflow_status(self) -> WorkflowStatus:
+        """The status of the actor's workflow (the ``$workflow`` action)."""
+        ...
+
+
+class Accessor(Protocol):
+    """Handles to the actors of one name (``client.<name>``)."""
+
+    def get(self, key: Any = None, *, params: Any = None) -> Handle:
+        """A handle to an existing actor (``actor.not_found`` if there is none)."""
+        ...
+
+    def get_or_create(self, key: Any = None, *, input: Any = None, params: Any = None) -> Handle:
+        """A handle that creates the actor (with ``input``) on first use."""
+        ...
+
+    def get_for_id(self, actor_id: str, *, params: Any = None) -> Handle:
+        """A handle to the actor with this id."""
+        ...
+
+    async def create(self, key: Any = None, *, input: Any = None, params: Any = None) -> Handle:
+        """Create the actor now (``actor.duplicate_key`` if the key is taken)."""
+        ...
+
+
+class Client(Protocol):
+    """``client.<actor name>`` (or ``client.actor(name)``) gives an :class:`Accessor`."""
+
+    def actor(self, name: str) -> Accessor:
+        """The accessor for actors named ``name``."""
+        ...
+
+    def __getattr__(self, name: str) -> Accessor: ...
+
+
+# -- blocking -------------------------------------------------------------------------
+
+
+class SyncConnection(Protocol):
+    """:class:`Connection` without ``await`` (the blocking client)."""
+
+    def on(self, event: str, callback: Callable[..., Any]) -> Callable[[], None]: ...
+
+    def once(self, event: str, callback: Callable[..., Any]) -> Callable[[], None]: ...
+
+    def off(self, event: str, callback: Callable[..., Any] | None = None) -> None: ...
+
+    def on_error(self, callback: Callable[[Exception], Any]) -> Callable[[], None]: ...
+
+    def action(self, name: str, *args: Any) -> Any: ...
+
+    def __getattr__(self, name: str) -> Callable[..., Any]: ...
+
+    @property
+    def actor_id(self) -> str | None: ...
+
+    @property
+    def is_connected(self) -> bool: ...
+
+    def wait_open(self, timeout: Duration | None = 10.0) -> None: ...
+
+    def dispose(self) -> None: ...
+
+    def __enter__(self) -> Self: ...
+
+    def __exit__(self, *exc: object) -> None: ...
+
+
+class SyncHandle(Protocol):
+    """:class:`Handle` without ``await`` (the blocking client)."""
+
+    def action(self, name: str, *args: Any) -> Any: ...
+
+    def __getattr__(self, name: str) -> Callable[..., Any]: ...
+
+    @overload
+    def send(
+        self,
+        queue: str,
+        body: Any,
+        *,
+        wait: Literal[False] = False,
+        timeout: Duration | None = None,
+    ) -> None: ...
+
+    @overload
+    def send(
+        self, queue: str, body: Any, *, wait: Literal[True], timeout: Duration | None = None
+    ) -> SendResult: ...
+
+    def send(
+        self, queue: str, body: Any, *, wait: bool = False, timeout: Duration | None = None
+    ) -> SendResult | None: ...
+
+    def connect(self, params: Any = None) -> SyncConnection: ...
+
+    def resolve(self) -> str: ...
+
+    def workflow_status(self) -> WorkflowStatus: ...
+
+
+class SyncAccessor(Protocol):
+    """:class:`Accessor` without ``await``."""
+
+    def get(self, key: Any = None, *, params: Any = None) -> SyncHandle: ...
+
+    def get_or_create(
+        self, key: Any = None, *, input: Any = None, params: Any = None
+    ) -> SyncHandle: ...
+
+    def get_for_id(self, actor_id: str, *, params: Any = None) -> SyncHandle: ...
+
+    def create(self, key: Any = None, *, input: Any = None, params: Any = None) -> SyncHandle: ...
+
+
+class SyncClient(Protocol):
+    """:class:`Client` without ``await``."""
+
+    def actor(self, name: str) -> SyncAccessor: ...
+
+    def __getattr__(self, name: str) -> SyncAccessor: ...
