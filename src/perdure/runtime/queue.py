@@ -22,8 +22,8 @@ from perdure._names import keywords_checked
 from perdure._time import optional_duration
 from perdure.errors import ActorAborted, QueueError
 from perdure.queue_message import QueueMessage
-from perdure.schemas import to_plain
 from perdure.runtime.clock import wait_first
+from perdure.schemas import to_plain
 from perdure.store.base import QueueMessageRecord
 from perdure.store.codec import decode_value, encode_value
 
