@@ -74,7 +74,8 @@ def test_quickstart_code_runs(tmp_path: Path) -> None:
     finally:
         server.terminate()
     assert result.returncode == 0, result.stderr
-    assert "5" in result.stdout.splitlines()
+    # The handler subscribed before the call, over the same connection: it always fires.
+    assert result.stdout.splitlines()[:2] == ["changed 5", "5"]
     assert "{'sum': 7}" in result.stdout.splitlines()
 
     # The in-process script runs exactly as written, next to app.py.
@@ -88,6 +89,33 @@ def test_quickstart_code_runs(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().splitlines() == ["1"]
+
+
+def test_every_python_block_is_run_by_a_test() -> None:
+    # app.py, its client, the in-process script, the typed-models script: a new block
+    # needs a test here before it can be promised to run.
+    assert len(python_blocks()) == 4
+
+
+@pytest.mark.timeout(120)
+def test_typed_models_script_runs_as_written(tmp_path: Path) -> None:
+    typed = python_blocks()[3]
+    assert "ActorTestEnv" in typed
+    (tmp_path / "tracker.py").write_text(typed)
+    result = subprocess.run(
+        [sys.executable, "tracker.py"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        "{'completed': 0, 'total': 0}",
+        "{'completed': 3, 'total': 0}",
+    ]
+    expected = "This prints `{'completed': 0, 'total': 0}`, then `{'completed': 3, 'total': 0}`."
+    assert expected in README
 
 
 def _section(title: str) -> str:
