@@ -17,17 +17,14 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import ValidationError
-
 from perdure._names import vars_value
-from perdure.definition import MISSING, WORKFLOW_STATUS_ACTION, ActorDefinition
+from perdure.definition import WORKFLOW_STATUS_ACTION, ActorDefinition
 from perdure.errors import (
     ActionTimedOut,
     ActorAborted,
     ActorNotFound,
     ActorStopping,
     InternalError,
-    InvalidRequest,
     PerdureError,
 )
 from perdure.runtime.activity import ActivityTracker
@@ -35,10 +32,11 @@ from perdure.runtime.commits import CommitPipeline
 from perdure.runtime.connections import Connection, Transport
 from perdure.runtime.context import AbortSignal, ActionContext, ActorContext
 from perdure.runtime.dispatch import ActorIdentity
+from perdure.runtime.hooks import call_hook, run_create_hooks
 from perdure.runtime.queue import ActorQueue
 from perdure.runtime.schedule import ScheduleManager
 from perdure.runtime.tasks import TaskOwner
-from perdure.schemas import errors_of, problems_of, to_plain
+from perdure.schemas import to_plain
 from perdure.store.base import ActorRecord
 from perdure.store.codec import decode_value
 
@@ -54,17 +52,6 @@ __all__ = ["WORKFLOW_STATUS_ACTION", "ActorInstance", "StopReason"]
 StopReason = Literal["sleep", "destroy", "shutdown"]
 Status = Literal["starting", "running", "stopping", "stopped"]
 _log = logging.getLogger("perdure.actor")
-
-
-async def call_hook(fn: Callable[..., Any], *args: Any, timeout: float | None = None) -> Any:
-    """Call a sync or async hook, with an optional timeout for the async part."""
-    result = fn(*args)
-    if inspect.isawaitable(result):
-        if timeout:
-            async with asyncio.timeout(timeout):
-                return await result
-        return await result
-    return result
 
 
 class ActorInstance:
@@ -175,27 +162,8 @@ class ActorInstance:
         self.activity.maybe_sleep()
 
     async def _create(self) -> None:
-        """The first start: the state from ``create_state`` (or ``state``), then
-        ``on_create``, both given the input (as the ``input=`` schema's type)."""
-        hooks = self.definition.hooks
-        stored_input = None if self.record.input is None else decode_value(self.record.input)
-        actor_input = self.definition.input_value(stored_input)
-        try:
-            if "create_state" in hooks:
-                created = await call_hook(hooks["create_state"], self.context, actor_input)
-                self.state = self.definition.adopt_state(created)
-            elif self.definition.state is not MISSING:
-                self.state = self.definition.adopt_state(self.definition.initial_state())
-            if "on_create" in hooks:
-                await call_hook(hooks["on_create"], self.context, actor_input)
-        except ValidationError as exc:
-            # The hook validated the input itself (`Model.model_validate(input)`): the
-            # caller's input is at fault, not the actor (the runtime drops the actor).
-            raise InvalidRequest(
-                f"Invalid input for actor `{self.name}`: {problems_of(exc)}.",
-                code="invalid_input",
-                metadata={"errors": errors_of(exc)},
-            ) from None
+        """The first start: ``create_state`` (or ``state``) and ``on_create``."""
+        await run_create_hooks(self)
         self.commits.mark_initialized()
 
     def request_stop(self, reason: StopReason) -> None:

@@ -17,6 +17,7 @@ from perdure.errors import (
     InternalError,
     InvalidRequest,
     PerdureError,
+    UserError,
 )
 from perdure.keys import Key, normalize_key
 from perdure.registry import Registry
@@ -272,10 +273,11 @@ class ActorRuntime:
         with contextlib.suppress(ActorOwnedElsewhere, ActorStopping):
             try:
                 await self.instance(record.actor_id, None if self.cluster else record)
-            except InvalidRequest as exc:
-                if exc.code == "invalid_input":
-                    # create_state refused the input: an actor that can never start must
-                    # not stay behind (a retry with a good input creates it afresh).
+            except (InvalidRequest, UserError) as exc:
+                if isinstance(exc, UserError) or exc.code == "invalid_input":
+                    # create_state or on_create refused the input: an actor that can
+                    # never start must not stay behind (a retry with a good input
+                    # creates it afresh).
                     await self.store.delete_actor(record.actor_id)
                 raise
         return record.actor_id

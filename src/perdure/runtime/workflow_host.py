@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from perdure.runtime.clock import wait_first
 from perdure.runtime.context import AbortSignal
-from perdure.runtime.instance import call_hook
+from perdure.runtime.hooks import call_hook
 from perdure.telemetry import Observer
 from perdure.workflows.port import ActorClient, MessageQueue
 
