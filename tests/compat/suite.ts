@@ -538,6 +538,42 @@ await check("models-plain-objects", "pydantic models arrive as plain objects: re
 	await conn.dispose();
 });
 
+await check(
+	"workflow-status",
+	"$workflow answers the run's status over HTTP and over a connection, running (not pending) from the first call",
+	async () => {
+		const progress = client.progressActor.getOrCreate([key("workflow-status")]);
+		const overHttp = await progress.action({ name: "$workflow", args: [] });
+		assert.deepEqual(overHttp, { status: "running", error: null, output: null });
+		const conn = connect(progress);
+		await conn.ready;
+		const overSocket = await conn.action({ name: "$workflow", args: [] });
+		assert.deepEqual(overSocket, overHttp);
+		await conn.dispose();
+		return overHttp;
+	},
+);
+
+await check(
+	"events-undeclared-refused",
+	"a subscription to an event the actor does not declare gets actor.unknown_event; the socket stays usable",
+	async () => {
+		const progress = client.progressActor.getOrCreate([key("undeclared-event")]);
+		const conn = connect(progress);
+		const errors: unknown[] = [];
+		conn.onError((error: unknown) => errors.push(error));
+		await conn.ready;
+		await conn.getState();
+		conn.on("progressUpdatd", () => {});
+		await waitFor(() => errors.length > 0, 5000, "onError for the refused subscription");
+		assertRivetError(errors[0], "actor", "unknown_event");
+		const state = await conn.getState();
+		assert.equal(state.sum, 0);
+		await conn.dispose();
+		return errorFields(errors[0]);
+	},
+);
+
 await check("events-seed-progress", "the seed's progressActor broadcasts progressUpdated to a connection", async () => {
 	const progress = client.progressActor.getOrCreate([key("progress-events")]);
 	const conn = connect(progress);

@@ -76,7 +76,13 @@ REQUIRED_CHECKS: dict[str, set[str]] = {
         "send-invalid-body",
         "send-seed-workflow-timedOut",
     },
-    "subscribe and unsubscribe": {"events-subscribe", "events-unsubscribe", "events-seed-progress"},
+    "subscribe and unsubscribe": {
+        "events-subscribe",
+        "events-unsubscribe",
+        "events-seed-progress",
+        "events-undeclared-refused",
+    },
+    "workflow status ($workflow)": {"workflow-status"},
     "reconnect with re-subscription": {
         "reconnect-actor-sleep",
         "reconnect-server-restart",
