@@ -107,7 +107,7 @@ def keywords_checked(call: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
         def checked(*args: P.args, **kwargs: P.kwargs) -> R:
             if not accepted.issuperset(kwargs):
                 check_keywords(call, kwargs, accepted)
-            if any(type(arg) is dict for arg in args):
+            if dict in map(type, args):  # no generator: this runs on every ctx.step
                 _check_not_an_options_object(call, signature, accepted, args, kwargs)
             return fn(*args, **kwargs)
 

@@ -49,6 +49,8 @@ _SECONDS_EPOCH_LIMIT = 1e11
 def duration_seconds(value: Any, what: str, *, negative_ok: bool = False) -> float:
     """``value`` (seconds or ``timedelta``) as float seconds; ``what`` names it in errors
     (``"ctx.sleep() duration"``). Negative durations fail unless ``negative_ok``."""
+    if type(value) is float and 0.0 <= value < math.inf:
+        return value  # the common case (every default is one), on every step: keep it short
     if isinstance(value, _dt.timedelta):
         seconds = value.total_seconds()
     elif isinstance(value, (int, float)) and not isinstance(value, bool):

@@ -271,8 +271,10 @@ class CommitPipeline:
 
     def _encode_state(self) -> bytes:
         owner = self._owner
+        if self._state_schema is None:
+            return encode_value(owner.state, what="state", owner=owner.label)
         state = owner.state
-        if self._state_schema is not None and state is not None:
+        if state is not None:
             state = storable_state(self._state_schema, state, owner.label)
         return encode_value(state, what="state", owner=owner.label)
 

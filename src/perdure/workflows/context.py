@@ -40,6 +40,12 @@ __all__ = [
 
 T = TypeVar("T")
 
+# ctx.step's defaults (seconds), as objects its fast path recognises by identity.
+_BACKOFF_BASE = 0.1
+_BACKOFF_MAX = 30.0
+_STEP_TIMEOUT = 30.0
+_DEFAULT_BACKOFF = (_BACKOFF_BASE, _BACKOFF_MAX)
+
 
 @dataclass(frozen=True, slots=True)
 class LoopContinue(Generic[T]):
@@ -177,9 +183,9 @@ class WorkflowContext(_ActorIdentity):
         run: Callable[[StepContext], Any],
         *,
         max_retries: int = 3,
-        retry_backoff_base: float | _dt.timedelta = 0.1,
-        retry_backoff_max: float | _dt.timedelta = 30.0,
-        timeout: float | _dt.timedelta = 30.0,
+        retry_backoff_base: float | _dt.timedelta = _BACKOFF_BASE,
+        retry_backoff_max: float | _dt.timedelta = _BACKOFF_MAX,
+        timeout: float | _dt.timedelta = _STEP_TIMEOUT,
         retry_on_timeout: bool = False,
         ephemeral: bool = False,
         rollback: Callable[[StepContext, Any], Any] | None = None,
@@ -190,20 +196,30 @@ class WorkflowContext(_ActorIdentity):
         up to ``retry_backoff_max``; an attempt longer than ``timeout`` fails (durations
         in seconds or ``timedelta``).
         """
-        if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
+        if type(max_retries) is not int or max_retries < 0:  # a bool is refused too
             raise ArgumentError(
                 f"ctx.step(): max_retries must be a non-negative int, not {max_retries!r}."
             )
+        # The defaults, as most steps use them, need no conversion (this runs every step).
+        if retry_backoff_base is _BACKOFF_BASE and retry_backoff_max is _BACKOFF_MAX:
+            backoff = _DEFAULT_BACKOFF
+        else:
+            backoff = (
+                duration_seconds(retry_backoff_base, "ctx.step() retry_backoff_base"),
+                duration_seconds(retry_backoff_max, "ctx.step() retry_backoff_max"),
+            )
+        seconds = (
+            _STEP_TIMEOUT
+            if timeout is _STEP_TIMEOUT
+            else duration_seconds(timeout, "ctx.step() timeout")
+        )
         return await self._runner.step(
             self._scope,
             name,
             run,
             max_retries=max_retries,
-            backoff=(
-                duration_seconds(retry_backoff_base, "ctx.step() retry_backoff_base"),
-                duration_seconds(retry_backoff_max, "ctx.step() retry_backoff_max"),
-            ),
-            timeout=duration_seconds(timeout, "ctx.step() timeout"),
+            backoff=backoff,
+            timeout=seconds,
             retry_on_timeout=retry_on_timeout,
             ephemeral=ephemeral,
             rollback=rollback,
