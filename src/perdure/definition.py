@@ -311,7 +311,10 @@ class ActorDefinition:
             )
         if spec.schema is not None and args:
             first = validate_payload(spec.schema, args[0], what=f"event `{name}`")
-            return _plain_args([first, *args[1:]])
+            if builds_models(spec.schema):
+                first = to_plain(first)
+            # Otherwise validation built plain values already: no second walk.
+            return [first, *_plain_args(args[1:])] if len(args) > 1 else [first]
         return _plain_args(args)
 
     def check_input(self, value: Any) -> Any:

@@ -143,8 +143,11 @@ def _plain_container(
     """``value`` (a dict or list) with its model values dumped; copied only if one was."""
     changed: Any = None
     for key, item in items:
-        if type(item) in _SCALARS:
+        kind = type(item)
+        if kind in _SCALARS:
             continue
+        if kind is dict and _SCALARS.issuperset(map(type, item.values())):
+            continue  # a flat dict inside (an event payload, a state part): no call
         converted = to_plain(item)
         if converted is not item:
             if changed is None:
