@@ -8,7 +8,8 @@ at the call with the name to use instead:
 
 - :func:`keywords_checked` wraps a public API function: an unknown keyword raises
   :class:`~perdure.errors.ArgumentError` (``api.unknown_argument``, a ``TypeError``)
-  before the function runs: "unknown argument `maxHistory`; did you mean `max_history`?".
+  at the call, before the function starts: "unknown argument `maxHistory`; did you
+  mean `max_history`?".
 - :class:`SnakeCaseAttributes` gives an object's missing attribute an ``AttributeError``
   that suggests the snake_case attribute (``fire.scheduledAt`` -> ``scheduled_at``).
 - :class:`VarsDict` is the ``dict`` that ``c.vars`` holds when vars are a dict: reading
@@ -105,11 +106,17 @@ def keywords_checked(call: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
 
         @functools.wraps(fn)
         def checked(*args: P.args, **kwargs: P.kwargs) -> R:
-            if not accepted.issuperset(kwargs):
-                check_keywords(call, kwargs, accepted)
-            if dict in map(type, args):  # no generator: this runs on every ctx.step
-                _check_not_an_options_object(call, signature, accepted, args, kwargs)
-            return fn(*args, **kwargs)
+            # Call first, look only on failure: this wraps ctx.step and the receives, so
+            # a good call pays for nothing but the wrapper. A bad keyword or an options
+            # object fails binding (a TypeError) before the function starts, awaited or
+            # not; a TypeError from a sync function's own body is re-raised unchanged.
+            try:
+                return fn(*args, **kwargs)
+            except TypeError:
+                problem = _misuse(call, signature, accepted, args, kwargs)
+                if problem is None:
+                    raise
+                raise problem from None
 
         mark = getattr(inspect, "markcoroutinefunction", None)  # Python 3.12+
         if mark is not None and inspect.iscoroutinefunction(fn):
@@ -119,19 +126,26 @@ def keywords_checked(call: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
     return decorate
 
 
-def _check_not_an_options_object(
+def _misuse(
     call: str,
     signature: inspect.Signature,
     accepted: Collection[str],
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
-) -> None:
-    """RivetKit passes options as one object (``c.cron.every({name, interval})``); a
-    dict given so does not fit the signature: say to pass keywords, renamed as needed."""
+) -> ArgumentError | None:
+    """Why a call failed to bind, as RivetKit code would get it wrong: an unknown
+    (camelCase) keyword, or RivetKit's options object passed whole
+    (``c.cron.every({name, interval})``), which does not fit the signature: say to pass
+    keywords, renamed as needed. ``None`` when it is neither."""
+    for name in kwargs:
+        if name not in accepted:
+            return _unknown_argument(call, name, accepted)
+    options = next((arg for arg in args if type(arg) is dict), None)
+    if options is None:
+        return None
     try:
         signature.bind(*args, **kwargs)
     except TypeError:
-        options = next(arg for arg in args if type(arg) is dict)
         renames = [
             f"`{key}` -> `{better}`"
             for key in options
@@ -140,11 +154,12 @@ def _check_not_an_options_object(
             and (better := suggestion(key, accepted)) is not None
         ]
         renamed = f" (renamed: {', '.join(renames)})" if renames else ""
-        raise ArgumentError(
+        return ArgumentError(
             f"{call} takes keyword arguments, not an options object: pass each option as "
             f"a snake_case keyword{renamed}.",
             code="options_object",
-        ) from None
+        )
+    return None
 
 
 class SnakeCaseAttributes:
