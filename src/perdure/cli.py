@@ -144,6 +144,13 @@ def _add_cluster_options(parser: argparse.ArgumentParser) -> None:
         "wait before another node takes them ($PERDURE_LEASE_TTL; default 5)",
     )
     group.add_argument(
+        "--store-timeout",
+        type=_store_timeout,
+        default=None,
+        help="seconds a call waits for an unreachable PostgreSQL before it fails with 503 "
+        "store.unavailable ($PERDURE_STORE_TIMEOUT; default 5)",
+    )
+    group.add_argument(
         "--cluster-secret",
         help="a secret nodes present to each other on forwarded requests "
         "($PERDURE_CLUSTER_SECRET; default none: keep node ports private)",
@@ -182,6 +189,28 @@ def _admin_token(text: str) -> str:
         return admin_token(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _store_timeout(text: str) -> float:
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = 0.0
+    if not 0 < seconds < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, not {text!r}")
+    return seconds
+
+
+def _store_timeout_of(args: argparse.Namespace) -> float | None:
+    if args.store_timeout is not None:
+        return float(args.store_timeout)
+    text = os.environ.get("PERDURE_STORE_TIMEOUT")
+    if not text:
+        return None
+    try:
+        return _store_timeout(text)
+    except argparse.ArgumentTypeError as exc:
+        raise CliError(f"PERDURE_STORE_TIMEOUT {exc}") from None
 
 
 def _lease_ttl(args: argparse.Namespace) -> float:
@@ -329,7 +358,7 @@ def _serve_on(
     port = listener.getsockname()[1]
     url = _store_url(args, create=True)
     node = _node_config(args, url)
-    store = _open(url)
+    store = _open(url, store_timeout=_store_timeout_of(args))
     try:
         # Before the server starts, so that a second server on the same data directory
         # exits at once with the reason; the store shares this lock when it opens.
@@ -426,9 +455,9 @@ _CONNECTION_LINES = frozenset({"connection open", "connection closed"})
 _HANDSHAKE_LINE = '%s - "WebSocket %s"'
 
 
-def _open(url: str, *, exclusive: bool = True) -> Store:
+def _open(url: str, *, exclusive: bool = True, store_timeout: float | None = None) -> Store:
     try:
-        return open_store(url, exclusive=exclusive)
+        return open_store(url, exclusive=exclusive, store_timeout=store_timeout)
     except ValueError as exc:
         raise CliError(str(exc)) from exc
 

@@ -31,6 +31,10 @@ HTTP status a server answers with. The tree::
         ├── LeaseLost                actor.lease_lost (409)       the lease was taken over
         └── StoreLocked              store.locked (500)           another process has the
                                                                   SQLite data directory
+    StoreUnavailable                 store.unavailable (503)      the store did not answer in
+                                                                  time; retry (Retry-After)
+    StoreFull                        store.full (507)             the disk (or the database's
+                                                                  size cap) is full
 
     EngineSignal (BaseException)     control flow of the engine (evict, suspend); user
                                      code's ``except Exception`` cannot swallow it.
@@ -60,6 +64,8 @@ __all__ = [
     "QueueError",
     "ScheduleError",
     "StateNotSerializable",
+    "StoreFull",
+    "StoreUnavailable",
     "UserError",
     "WorkflowError",
     "status_for",
@@ -231,6 +237,41 @@ class ArgumentError(PerdureError, TypeError, ValueError):
     group = "api"
     default_code = "invalid_argument"
     status = 500
+
+
+class StoreUnavailable(PerdureError):
+    """The store did not answer within its bound (PostgreSQL down, unreachable or stalled).
+
+    Nothing of the call was applied, unless a write's acknowledgement itself was lost, in
+    which case the actor is reloaded from what the store holds. ``retry_after`` (seconds)
+    is what a server sends as ``Retry-After``.
+    """
+
+    group = "store"
+    default_code = "unavailable"
+    status = 503
+    retry_after = 1
+
+    def __init__(
+        self, message: str = "The store is unavailable; try again shortly.", *, timeout: float
+    ) -> None:
+        super().__init__(message, metadata={"timeout": timeout})
+        self.timeout = timeout
+
+
+class StoreFull(PerdureError):
+    """The store has no room for the write (a full disk, or SQLite's size cap); nothing of
+    it was applied. ``retry_after`` (seconds) is what a server sends as ``Retry-After``."""
+
+    group = "store"
+    default_code = "full"
+    status = 507
+    retry_after = 30
+
+    def __init__(
+        self, message: str = "The store is out of space; the write was not applied."
+    ) -> None:
+        super().__init__(message)
 
 
 class EngineSignal(BaseException):

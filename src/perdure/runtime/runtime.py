@@ -30,6 +30,7 @@ from perdure.runtime.instance import ActorInstance, StopReason
 from perdure.runtime.local import LocalClient
 from perdure.runtime.placement import Placement
 from perdure.runtime.queue import QueueSendResult
+from perdure.runtime.readiness import Readiness
 from perdure.runtime.tasks import TaskOwner
 from perdure.store.base import ActorRecord, Store
 from perdure.store.codec import encode_value
@@ -40,6 +41,7 @@ __all__ = ["ActorRuntime", "ResolveMethod"]
 
 T = TypeVar("T")
 _log = logging.getLogger("perdure.runtime")
+_DROP_GRACE = 1.0  # seconds the calls of a dropped instance have to answer
 _STOPPED: dict[str, str] = {"sleep": "slept", "destroy": "destroyed", "shutdown": "stopped"}
 
 
@@ -82,6 +84,8 @@ class ActorRuntime:
         if node is not None:
             self.cluster = ClusterMember(store, node, self._give_up)
             self.placement = Placement(self, self.cluster)
+        # /ready: whether the store answers (a cached, cheap query).
+        self.readiness = Readiness(store)
         self._started = False
         self._closing = False
 
@@ -384,6 +388,11 @@ class ActorRuntime:
     async def drop_instance(self, instance: ActorInstance) -> None:
         """Forget an instance whose writes failed (see ``ActorInstance.crash``)."""
         try:
+            # The calls that waited for the failed write answer first (with its error,
+            # store.unavailable in an outage) before their connections are closed.
+            loop = asyncio.get_running_loop()
+            await instance.activity.wait_idle(loop.time() + _DROP_GRACE)
+            await asyncio.sleep(0)
             await instance.crash()
         finally:
             if self._live.get(instance.actor_id) is instance:

@@ -114,6 +114,9 @@ async def send_error(
     """Answer a failed request: error body in the request's encoding, ``x-rivet-error``."""
     error = public_error(exc)
     extra: Headers = [(b"x-rivet-error", header_text(error.identifier))]
+    retry_after = getattr(error, "retry_after", None)  # store.unavailable, store.full
+    if retry_after is not None:
+        extra.append((b"retry-after", str(retry_after).encode()))
     extra.extend(actor_headers(instance))
     body = error_body(error, enc, actor_info(instance))
     await send_bytes(send, status_for(error), body, content_type(enc).encode(), extra)

@@ -10,7 +10,11 @@ Routes:
 - ``GET /metadata`` — what the official client reads before its first call. It looks
   only for ``clientEndpoint`` (absent here, so it keeps the endpoint it was given) and
   logs ``runtime`` and ``version``;
-- ``GET /health`` — ``{"status": "ok", …}`` once the runtime is started;
+- ``GET /health`` — ``{"status": "ok", …}`` once the runtime is started: the process is
+  alive (a liveness probe);
+- ``GET /ready`` — ``{"status": "ready", …}`` while the store answers (a cheap query,
+  cached for a second); otherwise 503 with the error body (``store.unavailable``) and
+  ``Retry-After``: a readiness probe;
 - ``/admin/…`` — the admin API (:mod:`perdure.server.admin`), for operators;
 - ``/ui/…`` — the inspector web UI on the admin API (:mod:`perdure.server.ui`);
 - ``GET /metrics`` — Prometheus metrics, for the admin surface's clients
@@ -82,6 +86,16 @@ def create_app(
         body = {"status": "ok", "runtime": "perdure", "version": __version__, **node}
         return json_response(body)
 
+    async def ready(request: Request) -> Response:
+        error = await runtime.readiness.check()
+        if error is None:
+            body = {"status": "ready", "runtime": "perdure", "version": __version__, **node}
+            return json_response(body)
+        response = Response(error_body(error, "json", None), 503, media_type="application/json")
+        response.headers["x-rivet-error"] = header_text(error.identifier).decode()
+        response.headers["retry-after"] = str(getattr(error, "retry_after", 1))
+        return response
+
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         await runtime.start()
@@ -99,6 +113,7 @@ def create_app(
         Mount("/gateway", app=gateway),
         WebSocketRoute("/connect", DirectConnect(gateway.connect_handler)),
         Route("/health", health, methods=["GET"]),
+        Route("/ready", ready, methods=["GET"]),
         Route("/metadata", metadata, methods=["GET"]),
         *management_routes(runtime),
         *admin_routes(runtime, admin),

@@ -85,6 +85,9 @@ def json_errors(endpoint: Endpoint) -> Endpoint:
                 error_body(error, "json", None), status_for(error), media_type="application/json"
             )
             response.headers["x-rivet-error"] = header_text(error.identifier).decode()
+            retry_after = getattr(error, "retry_after", None)  # store.unavailable, store.full
+            if retry_after is not None:
+                response.headers["retry-after"] = str(retry_after)
             return response
 
     wrapped.__name__ = endpoint.__name__

@@ -55,13 +55,14 @@ _POSTGRES_PREFIXES = ("postgresql://", "postgres://")
 _POSTGRES_OPTIONS = ("schema", "pool_min", "pool_max", "durability")
 
 
-def open_store(url: str, *, exclusive: bool = True) -> Store:
+def open_store(url: str, *, exclusive: bool = True, store_timeout: float | None = None) -> Store:
     """Build (but do not open) the store that ``url`` names.
 
     - ``memory://`` — a :class:`MemoryStore`;
     - ``sqlite:///relative/path.db`` or ``sqlite:////absolute/path.db`` (the SQLAlchemy
       convention: what follows ``sqlite:///`` is the path), optionally with
-      ``?durability=power``;
+      ``?durability=power`` and ``?max_size=BYTES`` (a cap on the file: writes past it
+      fail with ``store.full``);
     - ``postgresql://user@host:5432/dbname`` (or ``postgres://``) — a
       :class:`~perdure.store.postgres.PostgresStore` (needs ``perdure[postgres]``), with
       optional ``schema=``, ``pool_min=``, ``pool_max=`` and ``durability=``; other query
@@ -70,14 +71,16 @@ def open_store(url: str, *, exclusive: bool = True) -> Store:
 
     Any other scheme raises ``ValueError``. ``exclusive=False`` opens a SQLite store
     without taking its data-directory lock (a reader beside a running server; see
-    :class:`SQLiteStore`); the other stores ignore it.
+    :class:`SQLiteStore`); the other stores ignore it. ``store_timeout`` (seconds, default
+    5) bounds every call of a PostgreSQL store (see
+    :class:`~perdure.store.postgres.PostgresStore`); the local stores ignore it.
     """
     if url == "memory://":
         return MemoryStore()
     if url.startswith(_SQLITE_PREFIX):
         return _sqlite_from_url(url, exclusive)
     if url.startswith(_POSTGRES_PREFIXES):
-        return _postgres_from_url(url)
+        return _postgres_from_url(url, store_timeout)
     if "://" not in url:
         if not url:
             raise ValueError("An empty store URL names no database.")
@@ -95,18 +98,27 @@ def _sqlite_from_url(url: str, exclusive: bool) -> SQLiteStore:
     if not path:
         raise ValueError(f"The SQLite URL {url!r} names no file.")
     options = parse_qs(query, keep_blank_values=True, strict_parsing=bool(query))
-    unknown = set(options) - {"durability"}
+    unknown = set(options) - {"durability", "max_size"}
     if unknown:
         raise ValueError(f"Unknown SQLite URL option(s) {sorted(unknown)} in {url!r}.")
     durability = options.get("durability", ["process"])[-1]
+    max_size = _max_size(options.get("max_size", [""])[-1])
     if durability == "power":
-        return SQLiteStore(Path(path), durability="power", exclusive=exclusive)
+        return SQLiteStore(Path(path), durability="power", exclusive=exclusive, max_size=max_size)
     if durability == "process":
-        return SQLiteStore(Path(path), durability="process", exclusive=exclusive)
+        return SQLiteStore(Path(path), durability="process", exclusive=exclusive, max_size=max_size)
     raise ValueError(f"durability must be 'process' or 'power', not {durability!r}.")
 
 
-def _postgres_from_url(url: str) -> PostgresStore:
+def _max_size(text: str) -> int | None:
+    if not text:
+        return None
+    if not text.isdigit() or int(text) <= 0:
+        raise ValueError(f"max_size must be a positive number of bytes, not {text!r}.")
+    return int(text)
+
+
+def _postgres_from_url(url: str, store_timeout: float | None) -> PostgresStore:
     # Messages never quote the URL: it may carry a password.
     try:
         from perdure.store.postgres import PostgresStore
@@ -135,4 +147,5 @@ def _postgres_from_url(url: str) -> PostgresStore:
         pool_min=pool_min,
         pool_max=max(pool_max, pool_min),
         durability="power" if durability == "power" else "process",
+        store_timeout=5.0 if store_timeout is None else store_timeout,
     )

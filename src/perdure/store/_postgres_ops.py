@@ -44,7 +44,7 @@ Params = dict[str, Any]
 class WriteOp:
     """One statement of a group commit, its parameters, and its outcome."""
 
-    __slots__ = ("error", "future", "params", "resent", "result", "sql")
+    __slots__ = ("abandoned", "error", "future", "params", "resent", "result", "sql")
 
     def __init__(self, future: asyncio.Future[Any], sql: LiteralString, params: Params) -> None:
         self.future = future
@@ -54,6 +54,8 @@ class WriteOp:
         self.error: BaseException | None = None
         # Sent again after a lost connection: it may already have been applied once.
         self.resent = False
+        # Failed as unavailable before it was sent (an outage): never to be sent.
+        self.abandoned = False
 
     def ensure_statement(self) -> None:
         """Build ``sql`` and ``params`` if they were left for later (see CommitOp)."""

@@ -14,6 +14,14 @@ other error aborts the batch; the writer then replays each operation alone, in i
 transaction, so only the one at fault gets the error. If the connection itself breaks,
 the writer reconnects and sends the batch once more (see ``_write_batch``); if that fails
 too, the batch's operations fail with the error.
+
+Outages are bounded (see :mod:`perdure.store._postgres_outage`): a batch that has not
+been written ``timeout`` seconds after it was taken fails with ``StoreUnavailable`` at
+that moment, and so does everything queued behind it (it would only wait as long again).
+Operations failed so are *abandoned*: never sent later, so what a caller was told failed
+stays unapplied. The batch in flight may still have committed (only its answer was lost);
+its actors' commit pipelines are poisoned by the failure and reload from the store. A
+connection that timed out is dropped; the next batch connects anew.
 """
 
 from __future__ import annotations
@@ -30,6 +38,7 @@ from psycopg.pq import TransactionStatus
 from perdure.errors import InternalError
 from perdure.store._postgres_merge import plan_statements
 from perdure.store._postgres_ops import WriteOp
+from perdure.store._postgres_outage import CONNECTION_ERRORS, unavailable
 from perdure.store._shared import StoreClosed, first_error, settle_ops
 from perdure.telemetry import NO_OBSERVER, Observer
 
@@ -44,11 +53,15 @@ Connect = Callable[[], Awaitable[Connection]]
 class PostgresWriter:
     """Owns the write connection and the task that serves it; see the module docstring."""
 
-    def __init__(self, connect: Connect, *, max_batch: int = 256) -> None:
+    def __init__(self, connect: Connect, *, max_batch: int = 256, timeout: float = 5.0) -> None:
         # Told about every batch (the store passes its observer on; see telemetry).
         self.observer: Observer = NO_OBSERVER
         self._connect = connect
         self._max_batch = max_batch
+        self._timeout = timeout
+        # Past a batch's deadline, until the writer has let go of its connection: new
+        # writes fail at once instead of queueing behind that clean-up.
+        self._stalled = False
         self._queue: collections.deque[WriteOp] = collections.deque()
         self._ready = asyncio.Event()
         self._conn: Connection | None = None
@@ -68,6 +81,10 @@ class PostgresWriter:
         """Queue ``op`` for the next batch."""
         if not self._accepting:
             raise StoreClosed("PostgreSQL")
+        if self._stalled:
+            op.abandoned = True
+            op.future.set_exception(unavailable(None, self._timeout))
+            return
         self._queue.append(op)
         self._ready.set()
 
@@ -98,10 +115,12 @@ class PostgresWriter:
                 await self._ready.wait()
                 continue
             count = min(len(queue), self._max_batch)
-            batch = [queue.popleft() for _ in range(count)]
-            span = self.observer.commit(count)
+            batch = [op for op in (queue.popleft() for _ in range(count)) if not op.abandoned]
+            if not batch:
+                continue
+            span = self.observer.commit(len(batch))
             try:
-                await self._write_batch(batch)
+                await self._write_bounded(batch)
             except BaseException as exc:
                 if span is not None:
                     span.end(exc)
@@ -112,6 +131,33 @@ class PostgresWriter:
             if span is not None:
                 span.end(first_error(batch))
             settle_ops(batch)
+
+    async def _write_bounded(self, ops: list[WriteOp]) -> None:
+        """``_write_batch`` for at most ``timeout`` seconds (see the module docstring)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.call_later(self._timeout, self._give_up, ops)
+        try:
+            async with asyncio.timeout(self._timeout):
+                await self._write_batch(ops)
+        except TimeoutError as exc:
+            _log.warning("PostgreSQL did not answer within %g s; writes fail", self._timeout)
+            conn, self._conn = self._conn, None
+            if conn is not None:
+                await conn.close()
+            _fail_with(ops, unavailable(exc, self._timeout))
+        finally:
+            deadline.cancel()
+            self._stalled = False
+
+    def _give_up(self, ops: list[WriteOp]) -> None:
+        """The deadline of a batch: its callers and those queued behind it stop waiting
+        now (psycopg may take a while longer to let go of a stalled connection)."""
+        self._stalled = True
+        error = unavailable(None, self._timeout)
+        for op in (*ops, *self._queue):
+            op.abandoned = True
+            if not op.future.done():
+                op.future.set_exception(error)
 
     async def _connection(self) -> Connection:
         conn = self._conn
@@ -128,7 +174,8 @@ class PostgresWriter:
                 conn = await self._connection()
             except Exception as exc:
                 _log.warning("cannot connect to PostgreSQL to write: %s", exc)
-                _fail_with(ops, exc)
+                self._abandon_queue(exc)
+                _fail_with(ops, _outage(exc, self._timeout))
                 return
             try:
                 if len(ops) == 1:
@@ -149,7 +196,7 @@ class PostgresWriter:
                         for op in ops:
                             op.resent = True
                         continue
-                    _fail_with(ops, exc)
+                    _fail_with(ops, _outage(exc, self._timeout))
                     return
                 if len(ops) == 1:
                     _fail_with(ops, exc)
@@ -158,6 +205,15 @@ class PostgresWriter:
             for op in ops:
                 await _alone(conn, op)
             return
+
+    def _abandon_queue(self, exc: BaseException) -> None:
+        """The server refuses connections: what is queued fails now rather than try once
+        more each (and is never sent later)."""
+        error = _outage(exc, self._timeout)
+        for op in self._queue:
+            op.abandoned = True
+            if not op.future.done():
+                op.future.set_exception(error)
 
     def _fail(self, ops: list[WriteOp], exc: BaseException) -> None:
         self._accepting = False
@@ -190,7 +246,10 @@ async def _pipelined(conn: Connection, ops: list[WriteOp]) -> None:
                 await cursor.execute(statement.sql, statement.params)
                 cursors.append(cursor)
             await conn.execute("COMMIT")
-    except BaseException:
+    except BaseException as exc:
+        # Not when cancelled (a deadline): the connection is dropped, not rolled back.
+        if isinstance(exc, asyncio.CancelledError):
+            raise
         if not conn.broken and conn.info.transaction_status != TransactionStatus.IDLE:
             await conn.execute("ROLLBACK")
         raise
@@ -216,7 +275,12 @@ async def _alone(conn: Connection, op: WriteOp) -> None:
         op.error = exc
 
 
-def _fail_with(ops: list[WriteOp], exc: Exception) -> None:
+def _outage(exc: BaseException, timeout: float) -> BaseException:
+    """A connection failure as ``StoreUnavailable``; any other error as it is."""
+    return unavailable(exc, timeout) if isinstance(exc, CONNECTION_ERRORS) else exc
+
+
+def _fail_with(ops: list[WriteOp], exc: BaseException) -> None:
     for op in ops:
         op.reset()
         op.error = exc

@@ -33,7 +33,7 @@ import threading
 import time
 from pathlib import Path
 
-from perdure.errors import InternalError
+from perdure.errors import InternalError, StoreFull
 from perdure.store._shared import StoreClosed, first_error, settle_ops
 from perdure.store._sqlite_checkpoint import FALLBACK_AUTOCHECKPOINT_PAGES, Checkpointer
 from perdure.store._sqlite_ops import WriteOp, apply_merged
@@ -282,7 +282,7 @@ class GroupCommitWriter:
         except Exception as exc:
             _rollback(db)
             if len(ops) == 1:
-                ops[0].result, ops[0].error = None, exc
+                ops[0].result, ops[0].error = None, _store_error(exc)
                 return
         # Something unexpected failed: find it by giving every op its own transaction.
         for op in ops:
@@ -296,7 +296,7 @@ class GroupCommitWriter:
             self.checkpointer.note_write()
         except Exception as exc:
             _rollback(db)
-            op.result, op.error = None, exc
+            op.result, op.error = None, _store_error(exc)
 
     def _fail_all(self, exc: BaseException) -> None:
         """After a fatal error, fail every op in flight or queued so nobody waits forever."""
@@ -313,6 +313,17 @@ class GroupCommitWriter:
             op.error = InternalError("The SQLite writer thread has failed.")
             op.error.__cause__ = exc
         _settle_batch(ops)
+
+
+def _store_error(exc: Exception) -> Exception:
+    """A full disk (or the size cap, ``max_page_count``) as ``store.full``: the write was
+    rolled back whole, nothing of it applied; the next write may succeed once there is
+    room again. Any other error as it is."""
+    if isinstance(exc, sqlite3.Error) and exc.sqlite_errorcode == sqlite3.SQLITE_FULL:
+        error = StoreFull()
+        error.__cause__ = exc
+        return error
+    return exc
 
 
 def _rollback(db: sqlite3.Connection) -> None:

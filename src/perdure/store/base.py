@@ -520,3 +520,12 @@ class Store(ABC):
     @abstractmethod
     async def next_wake_at(self) -> int | None:
         """The earliest ``wake_at`` over all actors, or ``None``."""
+
+    async def ping(self, timeout: float) -> None:
+        """Check, within about ``timeout`` seconds, that the store answers (``/ready``).
+
+        Raises :class:`~perdure.errors.StoreUnavailable` when it does not. A store that
+        lives in this process answers by being open; backends over a network override
+        this with a cheap query.
+        """
+        await self.next_wake_at()

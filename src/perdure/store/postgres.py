@@ -46,6 +46,7 @@ from perdure.store._postgres_nodes import (
     renew_leases_params,
 )
 from perdure.store._postgres_ops import CommitOp, CreateOp, DeleteOp, WriteOp
+from perdure.store._postgres_outage import bounded
 from perdure.store._postgres_schema import (
     apply_postgres_migrations,
     configure_connection,
@@ -108,6 +109,14 @@ class PostgresStore(Store):
     ``synchronous_commit`` back on for the writer if the server has it off, and refuses
     to open on a server running with ``fsync=off``.
 
+    Outages: once open, every call waits at most ``store_timeout`` seconds (default 5)
+    for the database; past that, or when the server refuses connections, it raises
+    :class:`~perdure.errors.StoreUnavailable` (503, ``store.unavailable``). A write that
+    failed so was not applied, unless only its acknowledgement was lost (the commit
+    pipeline then drops the actor's instance, which reloads from the store). The pool and
+    the writer reconnect by themselves when the server is back. ``connect_timeout``
+    bounds :meth:`open` (a server starting up may take longer).
+
     Use the store from the event loop that opened it. A write whose caller is cancelled
     while awaiting it is still applied.
     """
@@ -121,12 +130,17 @@ class PostgresStore(Store):
         pool_max: int = 10,
         durability: Durability = "process",
         connect_timeout: float = 30.0,
+        store_timeout: float = 5.0,
     ) -> None:
         if durability not in ("process", "power"):
             raise ValueError(f"durability must be 'process' or 'power', not {durability!r}")
         if not 0 <= pool_min <= pool_max or pool_max < 1:
             raise ValueError(
                 f"need 0 <= pool_min <= pool_max, pool_max >= 1; got {pool_min}, {pool_max}"
+            )
+        if not store_timeout > 0:
+            raise ValueError(
+                f"store_timeout must be a positive number of seconds, not {store_timeout}"
             )
         if schema is not None and not schema:
             raise ValueError("schema must be a non-empty name (or None)")
@@ -136,6 +150,7 @@ class PostgresStore(Store):
         self.pool_max = pool_max
         self.durability = durability
         self.connect_timeout = connect_timeout
+        self.store_timeout = store_timeout
         self._pool: AsyncConnectionPool[Connection] | None = None
         self._writer: PostgresWriter | None = None
         self._listener: WakeupListener | None = None
@@ -161,18 +176,20 @@ class PostgresStore(Store):
                 await conn.close()
                 raise
             self._channel = wake_channel(schema)
-            writer = PostgresWriter(self._connect_writer)
+            writer = PostgresWriter(self._connect_writer, timeout=self.store_timeout)
             writer.observer = self.observer
             await writer.start(conn)
             pool: AsyncConnectionPool[Connection] = AsyncConnectionPool(
                 self.url,
                 min_size=self.pool_min,
                 max_size=self.pool_max,
-                kwargs={"autocommit": True},
+                # libpq waits forever for a stalled server unless told otherwise (its
+                # minimum is 2 s); callers stop waiting after store_timeout anyway.
+                kwargs={"autocommit": True, "connect_timeout": max(2, round(self.store_timeout))},
                 configure=self._configure,
                 open=False,
                 name="perdure",
-                timeout=self.connect_timeout,
+                timeout=self.store_timeout,
             )
             try:
                 await pool.open(wait=True, timeout=self.connect_timeout)
@@ -255,7 +272,14 @@ class PostgresStore(Store):
 
     # --- reads: through the pool ----------------------------------------------------------
 
-    async def _rows(self, query: LiteralString, params: Any) -> list[tuple[Any, ...]]:
+    async def _rows(
+        self, query: LiteralString, params: Any, *, timeout: float | None = None
+    ) -> list[tuple[Any, ...]]:
+        """Run a read (or a pooled statement); at most ``timeout`` (default
+        ``store_timeout``) seconds, else :class:`~perdure.errors.StoreUnavailable`."""
+        return await bounded(self._read(query, params), timeout or self.store_timeout)
+
+    async def _read(self, query: LiteralString, params: Any) -> list[tuple[Any, ...]]:
         for attempt in range(2):
             pool = self._pool
             if pool is None:
@@ -271,6 +295,10 @@ class PostgresStore(Store):
                 if attempt:
                     raise
         raise AssertionError("unreachable")
+
+    async def ping(self, timeout: float) -> None:
+        """One ``SELECT 1`` over the pool, at most ``timeout`` seconds."""
+        await self._rows("SELECT 1", (), timeout=timeout)
 
     async def get_actor(self, actor_id: str) -> ActorRecord | None:
         """The actor with this id, or ``None``."""
@@ -426,10 +454,14 @@ class PostgresStore(Store):
         if limit <= 0:
             return []
         params = {"node": node_id, "until": until, "limit": limit, "ttl": ttl_ms, "now": now}
-        async with pooled(pool) as conn:
-            cursor = conn.cursor(binary=True)
-            await cursor.execute(CLAIM_DUE, params)
-            rows = await cursor.fetchall()
+
+        async def claim() -> list[tuple[Any, ...]]:
+            async with pooled(pool) as conn:
+                cursor = conn.cursor(binary=True)
+                await cursor.execute(CLAIM_DUE, params)
+                return await cursor.fetchall()
+
+        rows = await bounded(claim(), self.store_timeout)
         taken = [lease_from_row(row, node_id) for row in rows]
         # Every row taken is due: wake_at is set.
         taken.sort(key=lambda item: (item[0].wake_at or 0, item[0].actor_id))

@@ -117,6 +117,12 @@ class SQLiteStore(Store):
 
     Leases use the wall clock (one process serves the file); ``watch_wakeups`` reports
     nothing.
+
+    A full disk fails a write with :class:`~perdure.errors.StoreFull` (507,
+    ``store.full``): its transaction is rolled back whole, nothing of it applied, and
+    the writer goes on; writes succeed again once there is room. ``max_size`` (bytes)
+    caps the database file the same way (``PRAGMA max_page_count``; a quota, and how the
+    tests fill a disk); :meth:`set_max_size` changes it while the store is open.
     """
 
     def __init__(
@@ -125,12 +131,15 @@ class SQLiteStore(Store):
         *,
         durability: Durability = "process",
         exclusive: bool = True,
+        max_size: int | None = None,
     ):
         if durability not in _SYNCHRONOUS:
             raise ValueError(f"durability must be 'process' or 'power', not {durability!r}")
         self.path = Path(path)
         self.durability = durability
         self.exclusive = exclusive
+        self.max_size = max_size
+        self._no_cap: int | None = None  # SQLite's own max_page_count, read at open
         self._writer: GroupCommitWriter | None = None
         self._reader: sqlite3.Connection | None = None
         self._lock: DataLock | None = None
@@ -171,6 +180,8 @@ class SQLiteStore(Store):
                     lock.release()
                 raise
             self._writer, self._reader, self._lock = writer, reader, lock
+            if self.max_size is not None:
+                await self.set_max_size(self.max_size)
 
     async def close(self) -> None:
         """Write every accepted write, stop the writer, close both connections, release
@@ -225,6 +236,27 @@ class SQLiteStore(Store):
         existed: bool = await self._submit(DeleteOp(self._new_future(), actor_id))
         return existed
 
+    async def set_max_size(self, max_size: int | None) -> None:
+        """Cap the database file at ``max_size`` bytes (``None``: no cap but SQLite's own).
+
+        A write that would grow the file past the cap fails with ``StoreFull``. A cap
+        below the current size holds the file where it is.
+        """
+        if max_size is not None and max_size <= 0:
+            raise ValueError(f"max_size must be a positive number of bytes, not {max_size}")
+
+        def cap(db: sqlite3.Connection) -> None:
+            if self._no_cap is None:
+                self._no_cap = db.execute("PRAGMA max_page_count").fetchone()[0]
+            pages = self._no_cap
+            if max_size is not None:
+                page_size = db.execute("PRAGMA page_size").fetchone()[0]
+                pages = max(1, max_size // page_size)
+            db.execute(f"PRAGMA max_page_count = {int(pages)}").fetchall()
+
+        await self._submit(CallOp(self._new_future(), cap))
+        self.max_size = max_size
+
     async def pragmas(self) -> dict[str, Any]:
         """``journal_mode`` and ``synchronous`` of the write connection (diagnostics).
 
@@ -248,6 +280,10 @@ class SQLiteStore(Store):
         # fetchall() runs each statement to its end, which ends its read transaction: a
         # half-read statement would pin an old snapshot and hide later commits.
         return self._reader.execute(sql, params).fetchall()
+
+    async def ping(self, timeout: float) -> None:
+        """``SELECT 1`` on the read connection (a local file answers at once or not at all)."""
+        self._rows("SELECT 1", ())
 
     async def get_actor(self, actor_id: str) -> ActorRecord | None:
         """The actor with this id, or ``None``."""
