@@ -354,6 +354,7 @@ def _serve_on(
     from perdure.server import create_app
     from perdure.server.access import AdminAccess
     from perdure.server.draining import DrainingServer
+    from perdure.server.http_limits import EdgeHttpProtocol
 
     port = listener.getsockname()[1]
     url = _store_url(args, create=True)
@@ -388,7 +389,8 @@ def _serve_on(
         host=args.host,
         port=args.port,
         loop="uvloop",
-        http="httptools",
+        # httptools with bounded request lines and headers, refused in perdure's shape.
+        http=EdgeHttpProtocol,
         ws="websockets-sansio",
         # Frames between the protocol limit and this one get a clear close reason from
         # the server (message.incoming_too_long); this bounds what is buffered at all.

@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 from perdure.errors import InternalError, InvalidRequest
 from perdure.protocol import _shape
+from perdure.protocol._budget import count_json_containers
 from perdure.protocol.messages import (
     ActionRequest,
     ActionResponse,
@@ -34,7 +35,7 @@ from perdure.protocol.messages import (
     ToClient,
     ToServer,
 )
-from perdure.protocol.values import from_json_value, to_json_value
+from perdure.protocol.values import UnsendableValue, from_json_value, to_json_value
 
 H = TypeVar("H")
 
@@ -45,8 +46,12 @@ _dumps = json.JSONEncoder(
 ).encode
 
 
+class _ConstantRefused(ValueError):
+    """``NaN``, ``Infinity``: Python's parser takes them, JSON does not."""
+
+
 def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON")
+    raise _ConstantRefused(f"{name} is not valid JSON")
 
 
 _loads = json.JSONDecoder(parse_constant=_reject_constant).decode
@@ -56,7 +61,7 @@ def _text(obj: Any, what: str) -> str:
     try:
         return _dumps(obj)
     except (ValueError, TypeError, RecursionError) as exc:
-        raise InternalError(f"Cannot send {what} as JSON: {exc}.") from None
+        raise UnsendableValue(f"Cannot send {what} as JSON: {type(exc).__name__}.") from None
 
 
 def _id(value: int, what: str) -> list[str]:
@@ -126,10 +131,22 @@ def _parse(data: str | bytes, what: str) -> Any:
             raise InvalidRequest(f"Malformed JSON in {what}: not valid UTF-8 ({exc}).") from None
         except TypeError:
             raise InvalidRequest(f"Malformed JSON in {what}: expected text.") from None
+    count_json_containers(data, what)
     try:
         return _loads(data)
-    except (ValueError, RecursionError) as exc:
-        raise InvalidRequest(f"Malformed JSON in {what}: {exc or 'nested too deeply'}.") from None
+    except RecursionError:
+        raise InvalidRequest(f"Malformed JSON in {what}: nested too deeply.") from None
+    except ValueError as exc:
+        raise InvalidRequest(f"Malformed JSON in {what}: {_reason(exc)}.") from None
+
+
+def _reason(exc: ValueError) -> str:
+    """The parser's own words for bad JSON, but not Python's about its digit limit."""
+    if isinstance(exc, (json.JSONDecodeError, _ConstantRefused)):
+        return str(exc)
+    if "integer string conversion" in str(exc):
+        return "an integer has more than 4300 digits"
+    return "not valid JSON"
 
 
 def decode_to_client(data: str | bytes) -> ToClient:

@@ -23,7 +23,12 @@ from typing import Final, Literal, Protocol, TypeVar
 
 from perdure.errors import InvalidRequest
 from perdure.protocol import _barecodec, _cborcodec, _jsoncodec
+from perdure.protocol._budget import ValueTooLarge, check_outgoing, check_value, outgoing_too_long
 from perdure.protocol.messages import (
+    ActionRequest,
+    ActionResponse,
+    ErrorMessage,
+    Event,
     HttpActionRequest,
     HttpActionResponse,
     HttpMessage,
@@ -39,6 +44,7 @@ __all__ = [
     "ENCODINGS",
     "PROTOCOL_VERSION",
     "Encoding",
+    "ValueTooLarge",
     "content_type",
     "decode_http",
     "decode_to_client",
@@ -47,6 +53,7 @@ __all__ = [
     "encode_to_client",
     "encode_to_server",
     "is_binary",
+    "outgoing_too_long",
     "parse_encoding",
 ]
 
@@ -117,8 +124,14 @@ def is_binary(enc: Encoding) -> bool:
     return enc != "json"
 
 
-def encode_to_client(msg: ToClient, enc: Encoding) -> str | bytes:
-    """Encode a server → client WebSocket message (``str`` for json, else ``bytes``)."""
+def encode_to_client(msg: ToClient, enc: Encoding, limit: int | None = None) -> str | bytes:
+    """Encode a server → client WebSocket message (``str`` for json, else ``bytes``).
+
+    With ``limit``, a message whose user value certainly encodes to more than ``limit``
+    bytes is refused (``message.outgoing_too_long``) before the encoder runs.
+    """
+    if limit is not None:
+        check_outgoing(_outgoing_value(msg), limit)
     return _CODECS[enc].encode_to_client(msg)
 
 
@@ -133,12 +146,18 @@ def encode_to_server(msg: ToServer, enc: Encoding) -> str | bytes:
 
 
 def decode_to_server(data: str | bytes, enc: Encoding) -> ToServer:
-    """Decode a client → server WebSocket frame; InvalidRequest if malformed."""
-    return _CODECS[enc].decode_to_server(data)
+    """Decode a client → server WebSocket frame; InvalidRequest if malformed, or if its
+    arguments are outside the value domain or over a budget (:mod:`._budget`)."""
+    msg = _CODECS[enc].decode_to_server(data)
+    if type(msg) is ActionRequest:
+        check_value(msg.args, "`args`")
+    return msg
 
 
-def encode_http(msg: HttpMessage, enc: Encoding) -> bytes:
-    """Encode an HTTP request or response body."""
+def encode_http(msg: HttpMessage, enc: Encoding, limit: int | None = None) -> bytes:
+    """Encode an HTTP request or response body; ``limit`` as in :func:`encode_to_client`."""
+    if limit is not None:
+        check_outgoing(_outgoing_value(msg), limit)
     return _CODECS[enc].encode_http(msg)
 
 
@@ -146,4 +165,30 @@ def decode_http(data: bytes, enc: Encoding, kind: type[H]) -> H:
     """Decode an HTTP body that should be a ``kind``; InvalidRequest if malformed."""
     if kind not in _HTTP_KINDS:
         raise TypeError(f"{kind!r} is not an HTTP message type")
-    return _CODECS[enc].decode_http(data, kind)
+    msg = _CODECS[enc].decode_http(data, kind)
+    # What a server receives is checked against the value domain (what it answers is not:
+    # a client reads whatever the server sends).
+    if isinstance(msg, HttpActionRequest):
+        check_value(msg.args, "`args`")
+    elif isinstance(msg, HttpQueueSendRequest):
+        check_value(msg.body, "`body`")
+    return msg
+
+
+# The user value of each message kind: what can make a message large.
+_VALUE_FIELDS: dict[type, str] = {
+    ActionResponse: "output",
+    HttpActionResponse: "output",
+    Event: "args",
+    HttpQueueSendResponse: "response",
+    ErrorMessage: "metadata",
+    HttpResponseError: "metadata",
+    HttpActionRequest: "args",
+    HttpQueueSendRequest: "body",
+}
+
+
+def _outgoing_value(msg: ToClient | HttpMessage) -> object:
+    """The user value of an outgoing message (``None`` for one without)."""
+    field = _VALUE_FIELDS.get(type(msg))
+    return None if field is None else getattr(msg, field)

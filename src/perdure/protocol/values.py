@@ -44,10 +44,12 @@ from typing import Any, NoReturn
 import cbor2
 
 from perdure.errors import InternalError, InvalidRequest
+from perdure.protocol._budget import count_cbor_items
 
 __all__ = [
     "MAX_DEPTH",
     "MAX_SAFE_INTEGER",
+    "UnsendableValue",
     "decode_cbor",
     "decode_cbor_value",
     "encode_cbor_value",
@@ -75,6 +77,11 @@ _UNDEFINED = "$Undefined"
 _SET = "$Set"
 
 _BIGINT_TEXT = re.compile(r"-?[0-9]+")
+# Bignums whose decimal form Python can still write (its limit is 4,300 digits); the
+# server's own value domain is narrower (perdure.protocol._budget).
+_MAX_BIGNUM_BYTES = 1780
+_MAX_JSON_INT_BITS = _MAX_BIGNUM_BYTES * 8
+_MAX_BIGINT_TEXT = 4301  # a sign and Python's digit limit (int() of more is refused)
 _BYTES_TYPES = (bytes, bytearray, memoryview)
 _SCALARS = frozenset({str, float, bool, type(None)})
 # Types the revivers never need to look into (floats and CBOR `undefined` may need a fix).
@@ -99,11 +106,23 @@ def _describe(value: Any) -> str:
     return type(value).__name__
 
 
+class UnsendableValue(InternalError):
+    """A value (stored earlier, or made by actor code) that an encoding cannot carry:
+    ``message.value_not_sendable`` (400), saying where it sits, rather than a bare 500."""
+
+    group = "message"
+    default_code = "value_not_sendable"
+
+
 def _encode_failure(what: str, exc: _Unencodable | Exception) -> InternalError:
     if isinstance(exc, _Unencodable):
         where = f"{what}{exc.path}"
-        return InternalError(f"Cannot send {where}: {exc.reason}.")
-    return InternalError(f"Cannot send {what}: {exc}.")
+        return UnsendableValue(f"Cannot send {where}: {exc.reason}.")
+    if isinstance(exc, ValueError) and "integer string conversion" in str(exc):
+        return UnsendableValue(f"Cannot send {what}: it holds an integer of over 4300 digits.")
+    if isinstance(exc, ValueError) and "JSON compliant" in str(exc):
+        return UnsendableValue(f"Cannot send {what}: JSON has no Infinity or NaN.")
+    return UnsendableValue(f"Cannot send {what}: {type(exc).__name__}.")
 
 
 def _js_datetime(value: _dt.datetime) -> str:
@@ -133,11 +152,17 @@ def to_json_value(value: Any, what: str = "value") -> Any:
 
 def _tag(value: Any, depth: int) -> Any:
     kind = type(value)
-    if kind is str or kind is float or kind is bool or value is None:
+    if kind is str or kind is bool or value is None:
+        return value
+    if kind is float:
+        if value - value != 0.0:  # inf - inf and nan - nan are nan
+            raise _Unencodable(f"JSON has no {value} (only finite numbers)")
         return value
     if kind is int:
         if -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
             return value
+        if value.bit_length() > _MAX_JSON_INT_BITS:
+            raise _Unencodable("an integer of over 4,000 decimal digits cannot be sent as JSON")
         return [_BIGINT, str(value)]
     if depth >= MAX_DEPTH:
         raise _Unencodable(f"it is nested deeper than {MAX_DEPTH} levels")
@@ -314,11 +339,9 @@ def _untag(value: list[Any], depth: int, what: str, *, cbor: bool) -> Any:
 def _parse_bigint(payload: Any, what: str) -> int:
     if type(payload) is int:
         return payload
-    if isinstance(payload, str) and _BIGINT_TEXT.fullmatch(payload):
-        try:
-            return int(payload)
-        except ValueError:  # beyond the interpreter's digit limit
-            pass
+    text_ok = isinstance(payload, str) and len(payload) <= _MAX_BIGINT_TEXT
+    if text_ok and _BIGINT_TEXT.fullmatch(payload):
+        return int(payload)
     _invalid(f"Invalid {what}: `$BigInt` needs a decimal integer string, got {payload!r:.40}.")
 
 
@@ -420,33 +443,102 @@ def _tag_hook(tag: cbor2.CBORTag, immutable: bool) -> Any:
     # cbor-x writes a Uint8Array that is not a Node Buffer as tag 64 around a byte string.
     if tag.tag == 64 and isinstance(tag.value, bytes):
         return tag.value
-    return tag
+    raise _TagRefused(f"CBOR tag {tag.tag} is not accepted (see docs/edge.md)")
 
 
-def _refuse_tag(*_args: Any) -> NoReturn:
-    raise ValueError("this CBOR tag is not accepted from the network")
+class _TagRefused(ValueError):
+    """Raised by the tag decoders: its message is ours, safe to show."""
 
 
-# Shared references could build cyclic values, regular expressions compile untrusted
-# patterns, MIME messages run the email parser: none of them belongs in a user value.
-_REFUSED_TAGS: dict[int, Any] = {29: _refuse_tag, 35: _refuse_tag, 36: _refuse_tag}
+def _refuse_tag(tag: int) -> Callable[[Any, bool], NoReturn]:
+    def refuse(_value: Any, _immutable: bool) -> NoReturn:
+        raise _TagRefused(f"CBOR tag {tag} is not accepted (see docs/edge.md)")
+
+    return refuse
+
+
+def _bignum(sign: int) -> Callable[[Any, bool], int]:
+    def decode(value: Any, _immutable: bool) -> int:
+        if type(value) is not bytes:
+            raise _TagRefused("a CBOR bignum must hold a byte string")
+        if len(value) > _MAX_BIGNUM_BYTES:
+            raise _TagRefused("a CBOR bignum of over 4,000 decimal digits is not accepted")
+        number = int.from_bytes(value, "big")
+        return number if sign > 0 else -1 - number
+
+    return decode
+
+
+def _text_datetime(value: Any, _immutable: bool) -> _dt.datetime:
+    if type(value) is str and len(value) <= 64:
+        try:
+            parsed = _dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            pass
+        else:
+            if parsed.tzinfo is not None:
+                return parsed
+    raise _TagRefused("a CBOR tag 0 datetime must be an RFC 3339 string with a time zone")
+
+
+def _epoch_datetime(value: Any, _immutable: bool) -> _dt.datetime:
+    if type(value) in (int, float):
+        try:
+            return _dt.datetime.fromtimestamp(value, _dt.UTC)
+        except (OverflowError, OSError, ValueError):
+            pass
+    raise _TagRefused("a CBOR tag 1 datetime must be a number of seconds within years 1 … 9999")
+
+
+# What the official client (cbor-x's default encoder) writes: datetimes (0, 1), bignums
+# (2, 3), Uint8Array (64, via the tag hook), sets (258) and the self-describe tag (55799,
+# left to cbor2). Every other tag cbor2 knows is refused while decoding: string references
+# (25, 256) and shared references (28, 29) expand a small input into a huge value (a 1 MB
+# body into a 4 GB response); regular expressions compile untrusted patterns, MIME runs
+# the email parser; decimals, fractions, UUIDs and IP addresses cannot be sent back in
+# JSON. Unknown tags reach the tag hook and are refused there.
+_REFUSED = (4, 5, 25, 28, 29, 30, 35, 36, 37, 52, 54, 100, 256, 260, 261, 1004)
+_SEMANTIC_DECODERS: dict[int, Any] = {tag: _refuse_tag(tag) for tag in _REFUSED}
+_SEMANTIC_DECODERS.update({0: _text_datetime, 1: _epoch_datetime, 2: _bignum(1), 3: _bignum(-1)})
 
 
 def decode_cbor(data: bytes, what: str) -> Any:
-    """Decode exactly one CBOR item filling ``data`` (no revival of user values)."""
+    """Decode exactly one CBOR item filling ``data`` (no revival of user values).
+
+    Tags outside the accepted set are refused while decoding, and a large input is
+    counted first (:func:`~perdure.protocol._budget.count_cbor_items`)."""
+    count_cbor_items(data, what)
     stream = io.BytesIO(data)
-    decoder = cbor2.CBORDecoder(stream, tag_hook=_tag_hook, semantic_decoders=_REFUSED_TAGS)
+    decoder = cbor2.CBORDecoder(
+        stream, tag_hook=_tag_hook, semantic_decoders=_SEMANTIC_DECODERS, max_depth=MAX_DEPTH
+    )
     try:
         value = decoder.decode()
     except cbor2.CBORDecodeError as exc:
-        cause = f" ({exc.__cause__})" if exc.__cause__ is not None else ""
-        _invalid(f"Malformed CBOR in {what}: {exc}{cause}.")
-    except (RecursionError, MemoryError, ValueError, TypeError, OverflowError) as exc:
-        _invalid(f"Malformed CBOR in {what}: {exc or type(exc).__name__}.")
+        _invalid(f"Malformed CBOR in {what}: {_decode_reason(exc)}.")
+    except RecursionError:
+        _invalid(f"Malformed CBOR in {what}: nested deeper than {MAX_DEPTH} levels.")
+    except MemoryError:
+        _invalid(f"Malformed CBOR in {what}: too large to decode.")
+    except (ValueError, TypeError, OverflowError):
+        _invalid(f"Malformed CBOR in {what}: not a valid CBOR item.")
     consumed = stream.tell()
     if consumed != len(data):
         _invalid(f"Malformed CBOR in {what}: {len(data) - consumed} trailing byte(s).")
     return value
+
+
+def _decode_reason(exc: cbor2.CBORDecodeError) -> str:
+    """Our own words for a decoding failure: a refused tag says why; cbor2's own message
+    (about the CBOR structure) is kept, but never the text of a Python exception under it."""
+    cause = exc.__cause__
+    while cause is not None and not isinstance(cause, _TagRefused):
+        cause = cause.__cause__
+    if cause is not None:
+        return str(cause)
+    if exc.__cause__ is not None:
+        return "a tagged item could not be decoded"
+    return str(exc)
 
 
 def may_need_revival(data: bytes) -> bool:

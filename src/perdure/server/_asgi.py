@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 from perdure.errors import InvalidRequest, MessageError
+from perdure.protocol.codec import outgoing_too_long
 from perdure.telemetry import Observer
 
 __all__ = [
@@ -53,15 +54,6 @@ def body_too_long(limit: int) -> MessageError:
     return MessageError(
         "Incoming message too long",  # rivetkit 2.3.19's text; the limit is in the metadata
         code="incoming_too_long",
-        metadata={"limit": limit},
-    )
-
-
-def outgoing_too_long(limit: int) -> MessageError:
-    """The error for a response (or frame) above ``limit`` bytes."""
-    return MessageError(
-        "Outgoing message too long",  # rivetkit 2.3.19's text; the limit is in the metadata
-        code="outgoing_too_long",
         metadata={"limit": limit},
     )
 

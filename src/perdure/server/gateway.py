@@ -149,7 +149,8 @@ class Gateway:
                 # Refused before the actor is created or woken: a bad request stores nothing.
                 todo = self.dispatch.check(target.name, todo)
             actor = await resolve_target(self.dispatch, target)
-            data = encode_http(reply(await actor.perform(todo, params=params)), enc)
+            output = reply(await actor.perform(todo, params=params))
+            data = encode_http(output, enc, self.options.max_http_body_size)
             self._check_outgoing(data)
         except ClientDisconnected:
             return

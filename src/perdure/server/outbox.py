@@ -15,7 +15,7 @@ import logging
 from collections import deque
 from typing import Any
 
-from perdure.errors import InternalError, PerdureError
+from perdure.errors import InternalError, MessageError, PerdureError
 from perdure.protocol.codec import Encoding, encode_to_client
 from perdure.protocol.messages import ActionResponse, ErrorMessage, Event, ToClient
 from perdure.server._asgi import Message, Send, outgoing_too_long
@@ -48,11 +48,14 @@ class EventFrameCache:
         self.enc: Encoding = "json"
         self.frame: str | bytes = b""
 
-    def encode(self, name: str, args: list[Any], enc: Encoding) -> str | bytes:
-        """The frame for ``Event(name, args)`` in ``enc``; raises if it cannot be encoded."""
+    def encode(
+        self, name: str, args: list[Any], enc: Encoding, limit: int | None = None
+    ) -> str | bytes:
+        """The frame for ``Event(name, args)`` in ``enc``; raises if it cannot be encoded
+        (or, with ``limit``, certainly exceeds it: checked before encoding)."""
         if self.args is args and self.name == name and self.enc == enc:
             return self.frame
-        frame = encode_to_client(Event(name, args), enc)
+        frame = encode_to_client(Event(name, args), enc, limit)
         self.args, self.name, self.enc, self.frame = args, name, enc, frame
         return frame
 
@@ -83,7 +86,10 @@ class SocketTransport:
         if self.closing:
             return
         try:
-            frame = self._cache.encode(name, args, self.enc)
+            frame = self._cache.encode(name, args, self.enc, self._limit)
+        except MessageError as exc:  # certainly over the limit: not worth encoding
+            self.fail(exc)
+            return
         except Exception as exc:
             _log.error("event %r cannot be encoded; closing the connection", name, exc_info=exc)
             self.fail(InternalError(f"Event `{name}` could not be encoded."))
@@ -116,7 +122,7 @@ class SocketTransport:
         if self.closing:
             return
         try:
-            frame = encode_to_client(ActionResponse(action_id, output), self.enc)
+            frame = encode_to_client(ActionResponse(action_id, output), self.enc, self._limit)
         except PerdureError as exc:
             self.push_error(exc, action_id)
             return

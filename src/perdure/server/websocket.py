@@ -185,8 +185,8 @@ class ConnectHandler:
                 transport.fail(body_too_long(limit))
                 return
             request = _decode(data, enc)
-            if request is None:
-                transport.fail(InvalidRequest("The message could not be decoded."))
+            if isinstance(request, PerdureError):
+                transport.fail(request)
                 return
             if isinstance(request, ActionRequest):
                 if len(actions) >= MAX_IN_FLIGHT:
@@ -262,17 +262,20 @@ def _size(data: bytes | str) -> int:
     return len(data) if data.isascii() else len(data.encode("utf-8", "surrogatepass"))
 
 
-def _decode(data: bytes | str, enc: Encoding) -> ActionRequest | SubscriptionRequest | None:
-    """The decoded frame, or ``None`` when it is not a valid message in ``enc``."""
+def _decode(
+    data: bytes | str, enc: Encoding
+) -> ActionRequest | SubscriptionRequest | PerdureError:
+    """The decoded frame, or the error saying why it is not a valid message in ``enc``
+    (the decoders' errors name the field or the path inside a value at fault)."""
     if isinstance(data, str) and is_binary(enc):
-        return None
+        return InvalidRequest(f"The {enc} encoding needs binary frames, got a text frame.")
     try:
         return decode_to_server(data, enc)
-    except PerdureError:
-        return None
+    except PerdureError as exc:
+        return exc
     except Exception:
         _log.debug("undecodable frame", exc_info=True)
-        return None
+        return InvalidRequest("The message could not be decoded.")
 
 
 def _subscribe(
