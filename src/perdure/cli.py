@@ -39,7 +39,7 @@ import os
 import signal
 import socket
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -52,6 +52,7 @@ from perdure.observe.serving import add_serve_options, configure_logging, enable
 from perdure.registry import Registry
 from perdure.runtime.cluster import NodeConfig
 from perdure.server.access import admin_token
+from perdure.server.auth import server_token
 from perdure.store import SQLiteStore, StoreLocked, open_store
 from perdure.store.base import ActorRecord, Store
 from perdure.store.codec import decode_value
@@ -99,6 +100,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_store_options(serve)
     _add_cluster_options(serve)
     _add_admin_options(serve)
+    _add_client_access_options(serve)
     serve.add_argument(
         "--log-level",
         default="info",
@@ -184,9 +186,39 @@ def _add_admin_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_client_access_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group(
+        "client access", "the gateway, /actors and /metadata (docs/edge.md)"
+    )
+    group.add_argument(
+        "--token",
+        type=_server_token,
+        default=os.environ.get("PERDURE_TOKEN") or None,
+        help="require this token on every client request (env PERDURE_TOKEN; clients: "
+        "createClient({ token }), Client(url, token=...)); default: open",
+    )
+    group.add_argument(
+        "--cors-origin",
+        action="append",
+        default=[],
+        metavar="ORIGIN",
+        help="let browser pages of ORIGIN (https://app.example, or *) call the server; "
+        "repeat for more; default: no CORS headers (same origin only)",
+    )
+
+
 def _admin_token(text: str) -> str:
+    return _argument(admin_token, text)
+
+
+def _server_token(text: str) -> str:
+    return _argument(server_token, text)
+
+
+def _argument(check: Callable[[str], str], text: str) -> str:
+    """``check(text)``, its ``ValueError`` as argparse's usage error."""
     try:
-        return admin_token(text)
+        return check(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
@@ -385,6 +417,8 @@ def _serve_on(
             runtime,
             admin=AdminAccess(enabled=args.admin, token=args.admin_token),
             metrics=args.metrics,
+            token=args.token,
+            cors_origins=args.cors_origin,
         ),
         host=args.host,
         port=args.port,

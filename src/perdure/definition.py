@@ -175,6 +175,8 @@ HOOK_ARITY: dict[str, int] = {
     "on_sleep": 1,
     "on_destroy": 1,
     "on_before_connect": 2,
+    "can_subscribe": 2,
+    "can_publish": 2,
     "on_connect": 2,
     "on_disconnect": 2,
     "on_state_change": 2,
@@ -413,7 +415,9 @@ def actor(**config: Any) -> ActorDefinition:
     (a mapping, nested mappings give dotted names, or use ``@defn.action``); hooks
     ``on_create(c, input)``, ``on_wake(c)``, ``on_sleep(c)``, ``on_destroy(c)``,
     ``on_before_connect(c, params)``, ``on_connect(c, conn)``, ``on_disconnect(c, conn)``,
-    ``on_state_change(c, state)``, ``on_before_action_response(c, name, args, output)``;
+    ``on_state_change(c, state)``, ``on_before_action_response(c, name, args, output)``,
+    ``can_subscribe(c, event)`` and ``can_publish(c, queue)`` (return ``False`` to refuse
+    a client's subscription or queue send with ``auth.forbidden``; docs/edge.md);
     ``run(c)``; ``options`` (see :class:`ActorOptions`). Hooks may be sync or async.
     Schemas (pydantic models, dataclasses, TypedDicts; docs/models.md): ``input`` (the
     create input), ``conn_params``, ``state_schema`` (also taken from a model ``state``

@@ -18,13 +18,16 @@ _NAME_PATTERN = re.compile(r"^[A-Za-z0-9_\-.]+$")
 
 @dataclass(frozen=True, slots=True)
 class RegistryOptions:
-    """Limits applied by the server (bytes)."""
+    """Limits applied by the server (sizes in bytes)."""
 
     max_incoming_message_size: int = 65536
     max_outgoing_message_size: int = 1048576
     max_http_body_size: int = 20 * 1024 * 1024
     max_input_size: int = 4 * 1024 * 1024
     max_conn_params_size: int = 4096
+    # Per WebSocket connection (docs/edge.md): more is refused with a coded error.
+    max_actions_in_flight_per_connection: int = 1024
+    max_subscriptions_per_connection: int = 1024
 
 
 @dataclass(slots=True)

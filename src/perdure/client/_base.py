@@ -297,6 +297,8 @@ def _protocol_headers(config: ClientConfig, params: Any) -> dict[str, str]:
     headers = dict(config.headers)
     headers["content-type"] = codec.content_type(config.encoding)
     headers["x-rivet-encoding"] = config.encoding
+    if config.token is not None:  # as the official client: header and URL both carry it
+        headers["x-rivet-token"] = config.token
     if params is not None:
         headers["x-rivet-conn-params"] = _conn_params_json(params)
     return headers

@@ -2,12 +2,27 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol
+import asyncio
+from collections.abc import Callable, Mapping
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+from perdure.errors import PerdureError
 
 if TYPE_CHECKING:
     from perdure.runtime.instance import ActorInstance
 
-__all__ = ["Connection", "Transport"]
+__all__ = [
+    "AccessForbidden",
+    "AccessUnauthorized",
+    "Connection",
+    "RequestInfo",
+    "Transport",
+    "bind_request",
+    "current_request",
+    "inherit_request",
+]
 
 
 class Transport(Protocol):
@@ -56,3 +71,74 @@ class Connection:
 
     def __repr__(self) -> str:
         return f"Connection({self.id!r})"
+
+
+@dataclass(frozen=True, slots=True)
+class RequestInfo:
+    """The client request behind a call, read-only (``c.request``): ``headers`` (names
+    lower-case; repeated headers joined with ``", "``), ``origin`` (the ``Origin``
+    header, or ``None``), ``client_host``/``client_port`` (the peer address as the
+    server sees it: behind a proxy, the proxy's), ``method``, ``path``, and
+    ``transport`` (``"http"`` or ``"websocket"``)."""
+
+    headers: Mapping[str, str]
+    origin: str | None
+    client_host: str | None
+    client_port: int | None
+    method: str
+    path: str
+    transport: Literal["http", "websocket"]
+
+
+@dataclass(frozen=True, slots=True)
+class _Bound:
+    """A request bound to the task serving it, for one actor. ``make`` builds the
+    :class:`RequestInfo` when an actor asks (most never do: no cost on the hot path)."""
+
+    actor_id: str
+    task: asyncio.Task[Any] | None
+    make: Callable[[], RequestInfo]
+
+
+# A task the runtime starts while serving a request (a wake, a schedule loop) inherits
+# the variable but is not the bound task, so it sees no request.
+_current: ContextVar[_Bound | None] = ContextVar("perdure_request", default=None)
+
+
+def bind_request(actor_id: str, make: Callable[[], RequestInfo]) -> None:
+    """Make the request ``make`` describes the running task's request for ``actor_id``
+    (the server calls this once it knows the actor)."""
+    _current.set(_Bound(actor_id, asyncio.current_task(), make))
+
+
+def inherit_request() -> None:
+    """Bind the request the running task inherited from its parent to this task too (a
+    WebSocket connection's action tasks: each serves the connection's request)."""
+    bound = _current.get()
+    if bound is not None:
+        _current.set(_Bound(bound.actor_id, asyncio.current_task(), bound.make))
+
+
+def current_request(actor_id: str) -> RequestInfo | None:
+    """The request the running task serves for actor ``actor_id``, or ``None`` (in-process
+    calls to other actors, schedule fires, background tasks)."""
+    bound = _current.get()
+    if bound is None or bound.task is not asyncio.current_task() or bound.actor_id != actor_id:
+        return None
+    return bound.make()
+
+
+class AccessForbidden(PerdureError):
+    """A request refused by access control: 403 ``auth.forbidden`` (rivetkit's error for
+    a refused ``canSubscribe``/``canPublish``, and for a wrong server token)."""
+
+    group = "auth"
+    default_code = "forbidden"
+    status = 403
+
+
+class AccessUnauthorized(AccessForbidden):
+    """A request without the server's token: 401 ``auth.unauthorized``."""
+
+    default_code = "unauthorized"
+    status = 401

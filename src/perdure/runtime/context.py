@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any, TypeVar
+
+from perdure.errors import InternalError, PerdureError
+from perdure.runtime.connections import AccessForbidden, RequestInfo, current_request
 
 if TYPE_CHECKING:
     from perdure.runtime.connections import Connection
@@ -14,7 +18,7 @@ if TYPE_CHECKING:
     from perdure.runtime.queue import QueueReceiver
     from perdure.runtime.schedule_api import ActorCron, ActorSchedule
 
-__all__ = ["AbortSignal", "ActionContext", "ActorContext"]
+__all__ = ["AbortSignal", "ActionContext", "ActorContext", "check_access"]
 
 T = TypeVar("T")
 
@@ -92,6 +96,14 @@ class ActorContext:
         return self._instance.generation
 
     @property
+    def request(self) -> RequestInfo | None:
+        """The client request being served (headers, origin, client address), read-only:
+        set in ``on_before_connect``, ``create_conn_state``, ``on_connect``, in actions
+        called over HTTP or a WebSocket and in ``on_disconnect`` when the client closes.
+        ``None`` in process, for schedule fires and in lifecycle hooks (docs/edge.md)."""
+        return current_request(self._instance.actor_id)
+
+    @property
     def conns(self) -> dict[str, Connection]:
         """The open connections, by id."""
         return self._instance.conns
@@ -164,6 +176,37 @@ class ActorContext:
     def client(self) -> LocalClient:
         """A client for calling other actors (in-process, no network hop)."""
         return self._instance.runtime.client()
+
+
+async def check_access(
+    instance: ActorInstance, conn: Connection, hook_name: str, name: str
+) -> None:
+    """Ask the actor's ``can_subscribe``/``can_publish`` hook whether ``conn`` may use
+    event or queue ``name``: ``False`` refuses with 403 ``auth.forbidden`` (rivetkit's
+    canSubscribe/canPublish). The hook gets an action context (``c.conn``,
+    ``c.request``); an error it raises is the answer, a value other than a bool is a
+    mistake in the actor (logged, ``actor.internal_error``)."""
+    hook = instance.definition.hooks.get(hook_name)
+    if hook is None:
+        return
+    try:
+        allowed = hook(ActionContext(instance, conn), name)
+        if inspect.isawaitable(allowed):
+            allowed = await allowed
+    except PerdureError:
+        raise
+    except Exception as exc:
+        instance.log.exception("%s failed", hook_name)
+        raise InternalError() from exc
+    if not isinstance(allowed, bool):
+        instance.log.error("%s returned %r: it must return True or False", hook_name, allowed)
+        raise InternalError()
+    if not allowed:
+        what = "subscribe to event" if hook_name == "can_subscribe" else "send to queue"
+        raise AccessForbidden(
+            f"This connection may not {what} `{name}`.",
+            metadata={"event" if hook_name == "can_subscribe" else "queue": name},
+        )
 
 
 class ActionContext(ActorContext):

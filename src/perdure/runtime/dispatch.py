@@ -29,6 +29,7 @@ from perdure.errors import ActorNotFound, InvalidRequest
 from perdure.keys import Key, normalize_key
 from perdure.runtime.cluster import PeerNode, RemoteConnection
 from perdure.runtime.connections import Connection, Transport
+from perdure.runtime.context import check_access
 from perdure.runtime.queue import QueueSendResult
 
 if TYPE_CHECKING:
@@ -453,6 +454,10 @@ class ConnectionRef:
         """Refuse an event the actor does not declare (``actor.unknown_event``)."""
         check_subscription(self._instance.definition, event)
 
+    async def authorize_subscription(self, event: str) -> None:
+        """Ask the actor's ``can_subscribe`` hook (``auth.forbidden`` when it refuses)."""
+        await check_access(self._instance, self._conn, "can_subscribe", event)
+
     def unsubscribe(self, event: str) -> None:
         """Stop receiving events named ``event``."""
         self._conn.subscriptions.discard(event)
@@ -519,6 +524,8 @@ async def _run_with(instance: ActorInstance, operation: Operation, params: Any) 
 async def _run(instance: ActorInstance, operation: Operation, conn: Connection | None) -> Any:
     if isinstance(operation, CallAction):
         return await instance.call_action(operation.action, operation.args, conn)
+    if conn is not None:  # a client's send (in-process sends are the actor's own business)
+        await check_access(instance, conn, "can_publish", operation.queue)
     return await _send(instance, operation)
 
 

@@ -30,12 +30,13 @@ live actor goes to sleep (``on_sleep`` runs, state is flushed) before the store 
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from typing import Any
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Mount, Route, WebSocketRoute
@@ -46,6 +47,9 @@ from perdure.runtime.runtime import ActorRuntime
 from perdure.server._errors import MethodNotAllowed, RouteNotFound, error_body, header_text
 from perdure.server.access import AdminAccess
 from perdure.server.admin import admin_routes
+from perdure.server.auth import ClientAccess
+from perdure.server.cors import CorsPolicy
+from perdure.server.edge import EdgeGuard
 from perdure.server.gateway import Gateway
 from perdure.server.management import json_response, management_routes
 from perdure.server.metrics import metrics_route
@@ -59,13 +63,21 @@ _log = logging.getLogger("perdure.server")
 
 
 def create_app(
-    runtime: ActorRuntime, *, admin: AdminAccess | None = None, metrics: bool = True
+    runtime: ActorRuntime,
+    *,
+    admin: AdminAccess | None = None,
+    metrics: bool = True,
+    token: str | None = None,
+    cors_origins: Iterable[str] = (),
 ) -> Starlette:
     """A Starlette app serving ``runtime``'s actors; its lifespan starts and stops it.
 
     ``admin`` says who may use the admin API, the inspector UI and ``/metrics``
     (default: loopback clients only; see :mod:`perdure.server.access`). ``metrics``: serve
     ``GET /metrics`` (:mod:`perdure.server.metrics`), watching ``runtime`` to do so.
+    ``token``: the server token every client request must carry
+    (:mod:`perdure.server.auth`); ``cors_origins``: the origins whose browser pages may
+    call the server (:mod:`perdure.server.cors`; ``*`` for any).
     """
     admin = admin or AdminAccess()
     actor_names: dict[str, Any] = {name: {"metadata": {}} for name in runtime.registry.actors}
@@ -123,8 +135,11 @@ def create_app(
         routes.append(metrics_route(runtime, admin))
     if cluster is not None:
         routes.append(Route(FORWARD_PATH, ForwardEndpoint(runtime, cluster.config.secret)))
+    access = ClientAccess(token, admin.token, None if cluster is None else cluster.config.secret)
+    guard = Middleware(EdgeGuard, access=access, cors=CorsPolicy.of(cors_origins))
     return Starlette(
         routes=routes,
+        middleware=[guard],
         lifespan=lifespan,
         exception_handlers={HTTPException: _http_exception},
     )

@@ -40,6 +40,7 @@ from perdure.server._asgi import (
     traced,
 )
 from perdure.server._errors import MethodNotAllowed, RouteNotFound, actor_headers, send_error
+from perdure.server.request_info import bind as bind_request
 from perdure.server.target import (
     Target,
     parse_conn_params,
@@ -149,6 +150,7 @@ class Gateway:
                 # Refused before the actor is created or woken: a bad request stores nothing.
                 todo = self.dispatch.check(target.name, todo)
             actor = await resolve_target(self.dispatch, target)
+            bind_request(scope, actor.actor_id)  # c.request, for its hooks and the action
             output = reply(await actor.perform(todo, params=params))
             data = encode_http(output, enc, self.options.max_http_body_size)
             self._check_outgoing(data)

@@ -2,8 +2,9 @@
 
 - Query form: ``/gateway/{name}/…?rvt-method=get|getOrCreate|create&rvt-key=a,b``
   (plus ``rvt-input`` = base64url CBOR, used when the actor is created). Other ``rvt-*``
-  parameters (namespace, runner, region, crash policy, token) are accepted and ignored.
-- Direct form: ``/gateway/{actorId}[@token]/…`` (no ``rvt-method``).
+  parameters (namespace, runner, region, crash policy) are accepted and ignored;
+  ``rvt-token`` is checked before any route runs (:mod:`perdure.server.auth`).
+- Direct form: ``/gateway/{actorId}[@token]/…`` (no ``rvt-method``; the token, likewise).
 
 **Commas in keys.** The official client joins key parts with ``,`` in ``rvt-key`` without
 escaping, so a part that itself contains a comma cannot be told apart from two parts:

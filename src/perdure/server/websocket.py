@@ -35,13 +35,16 @@ from websockets.asyncio.client import ClientConnection
 from perdure.errors import InvalidRequest, PerdureError
 from perdure.protocol.codec import Encoding, decode_to_server, is_binary, parse_encoding
 from perdure.protocol.messages import ActionRequest, Init, SubscriptionRequest
+from perdure.registry import RegistryOptions
 from perdure.runtime.cluster import RemoteConnection
+from perdure.runtime.connections import inherit_request
 from perdure.runtime.dispatch import ConnectionRef
 from perdure.runtime.runtime import ActorRuntime
 from perdure.server._asgi import Receive, Scope, Send, body_too_long, header_value, traced
 from perdure.server._errors import public_error
 from perdure.server.outbox import EventFrameCache, SocketTransport
 from perdure.server.pipe import FORWARDED_HEADER, SECRET_HEADER, open_upstream, pipe_to_owner
+from perdure.server.request_info import bind as bind_request
 from perdure.server.target import (
     parse_conn_params,
     parse_query,
@@ -50,15 +53,14 @@ from perdure.server.target import (
     resolve_target,
 )
 
-__all__ = ["MAX_IN_FLIGHT", "MAX_SUBSCRIPTIONS", "ConnectHandler", "DirectConnect"]
+__all__ = ["ConnectHandler", "DirectConnect", "refuse_socket"]
 
 # A connection served here, or opened on another node (an in-process race: see pipe).
 AnyConnection = ConnectionRef | RemoteConnection
-MAX_IN_FLIGHT = 1024
-MAX_SUBSCRIPTIONS = 1024
 _ENCODING_PREFIX = "rivet_encoding."
 _PARAMS_PREFIX = "rivet_conn_params."
 _ACTOR_PREFIX = "rivet_actor."
+_DEFAULT_IN_FLIGHT = RegistryOptions().max_actions_in_flight_per_connection
 _log = logging.getLogger("perdure.server")
 
 
@@ -82,10 +84,10 @@ class ConnectHandler:
             await self._connect(scope, receive, send, segment)
 
     async def _connect(self, scope: Scope, receive: Receive, send: Send, segment: bytes) -> None:
-        if (await receive())["type"] != "websocket.connect":
+        accepted = await _accept(scope, receive, send)
+        if accepted is None:
             return
-        offered_rivet, enc_name, params_text = _subprotocols(scope.get("subprotocols") or ())
-        await send({"type": "websocket.accept", "subprotocol": "rivet" if offered_rivet else None})
+        enc_name, params_text = accepted
         try:
             enc = parse_encoding(enc_name)
         except InvalidRequest:
@@ -119,6 +121,9 @@ class ConnectHandler:
         actor = await resolve_target(self.dispatch, target, forwarded=forwarded)
         owner = await actor.remote_owner()
         if owner is None:
+            # c.request for the connect hooks, every action and on_disconnect (its tasks
+            # inherit it: _action).
+            bind_request(scope, actor.actor_id)
             return await actor.connect(params, transport)
         cluster = self.cluster
         assert cluster is not None  # only a cluster node has remote owners
@@ -189,26 +194,23 @@ class ConnectHandler:
                 transport.fail(request)
                 return
             if isinstance(request, ActionRequest):
-                if len(actions) >= MAX_IN_FLIGHT:
-                    busy = _overloaded()
-                    transport.push_error(busy, request.id)
+                capacity = self.options.max_actions_in_flight_per_connection
+                if len(actions) >= capacity:
+                    transport.push_error(_overloaded(capacity), request.id)
                     continue
                 task = asyncio.create_task(self._action(conn, transport, request))
                 actions.add(task)
                 task.add_done_callback(actions.discard)
-            elif not _subscribe(conn, request, transport):
-                transport.fail(
-                    InvalidRequest(
-                        f"A connection may subscribe to at most {MAX_SUBSCRIPTIONS} events.",
-                        code="too_many_subscriptions",
-                    )
+            else:
+                await _subscribe(
+                    conn, request, transport, self.options.max_subscriptions_per_connection
                 )
-                return
 
     @staticmethod
     async def _action(
         conn: AnyConnection, transport: SocketTransport, request: ActionRequest
     ) -> None:
+        inherit_request()
         try:
             output = await conn.call(request.name, request.args)
         except Exception as exc:
@@ -238,6 +240,18 @@ class DirectConnect:
         await self.handler(scope, receive, send, quote(actor_id, safe="").encode())
 
 
+async def _accept(
+    scope: Scope, receive: Receive, send: Send
+) -> tuple[str | None, str | None] | None:
+    """Accept the socket: ``(encoding name, conn params JSON)`` it asked for, or ``None``
+    when the client went away first."""
+    if (await receive())["type"] != "websocket.connect":
+        return None
+    offered_rivet, enc_name, params_text = _subprotocols(scope.get("subprotocols") or ())
+    await send({"type": "websocket.accept", "subprotocol": "rivet" if offered_rivet else None})
+    return enc_name, params_text
+
+
 def _subprotocols(offered: Any) -> tuple[bool, str | None, str | None]:
     """``(offers "rivet", encoding name, conn params JSON)`` from the offered subprotocols."""
     rivet = False
@@ -262,9 +276,7 @@ def _size(data: bytes | str) -> int:
     return len(data) if data.isascii() else len(data.encode("utf-8", "surrogatepass"))
 
 
-def _decode(
-    data: bytes | str, enc: Encoding
-) -> ActionRequest | SubscriptionRequest | PerdureError:
+def _decode(data: bytes | str, enc: Encoding) -> ActionRequest | SubscriptionRequest | PerdureError:
     """The decoded frame, or the error saying why it is not a valid message in ``enc``
     (the decoders' errors name the field or the path inside a value at fault)."""
     if isinstance(data, str) and is_binary(enc):
@@ -278,34 +290,59 @@ def _decode(
         return InvalidRequest("The message could not be decoded.")
 
 
-def _subscribe(
-    conn: AnyConnection, request: SubscriptionRequest, transport: SocketTransport
-) -> bool:
-    """Apply a subscription change; ``False`` when the connection has too many. An event
-    the actor does not declare is refused with an error frame (the socket stays open)."""
+async def _subscribe(
+    conn: AnyConnection, request: SubscriptionRequest, transport: SocketTransport, limit: int
+) -> None:
+    """Apply a subscription change. Refused with an error frame, the socket staying open
+    and nothing applied: an event the actor does not declare (``actor.unknown_event``),
+    one its ``can_subscribe`` hook refuses (``auth.forbidden``), one past the
+    connection's limit (``actor.too_many_subscriptions``)."""
     name = request.event_name
     if not request.subscribe:
         conn.unsubscribe(name)
-        return True
-    if isinstance(conn, ConnectionRef):  # a connection opened elsewhere is checked there
-        try:
+        return
+    if conn.is_subscribed(name):
+        return
+    try:
+        if conn.subscription_count >= limit:
+            raise InvalidRequest(
+                f"A connection may subscribe to at most {limit} events.",
+                code="too_many_subscriptions",
+                metadata={"event": name, "limit": limit},
+            )
+        if isinstance(conn, ConnectionRef):  # a connection opened elsewhere is checked there
             conn.check_subscription(name)
-        except InvalidRequest as exc:
-            transport.push_error(exc, None)
-            return True
-    if conn.subscription_count >= MAX_SUBSCRIPTIONS and not conn.is_subscribed(name):
-        return False
+            await conn.authorize_subscription(name)
+    except Exception as exc:
+        transport.push_error(public_error(exc), None)
+        return
     conn.subscribe(name)
-    return True
 
 
-def _overloaded() -> PerdureError:
+def _overloaded(capacity: int = _DEFAULT_IN_FLIGHT) -> PerdureError:
     """Too many actions in flight on one connection: rivetkit 2.3.19's ``actor.overloaded``
     (rivetkit-core's ``ActorLifecycle::Overloaded``) in its format and metadata."""
     channel, operation = "conn_actions", "dispatch_action"
     return PerdureError(
         f"Actor channel '{channel}' is overloaded while attempting to {operation} "
-        f"(capacity {MAX_IN_FLIGHT}).",
+        f"(capacity {capacity}).",
         code="overloaded",
-        metadata={"channel": channel, "capacity": MAX_IN_FLIGHT, "operation": operation},
+        metadata={"channel": channel, "capacity": capacity, "operation": operation},
     )
+
+
+async def refuse_socket(receive: Receive, send: Send, scope: Scope, error: PerdureError) -> None:
+    """Refuse a WebSocket before any route serves it (no token, a disallowed origin):
+    accept it, send ``Error`` in the encoding it asked for, close 1008 (policy)."""
+    accepted = await _accept(scope, receive, send)
+    if accepted is None:
+        return
+    enc_name = accepted[0]
+    try:
+        enc = parse_encoding(enc_name)
+    except InvalidRequest:
+        enc = "json"
+    transport = SocketTransport(send, enc, 65536, EventFrameCache())
+    transport.push_error(error, None)
+    transport.close(1008, error.identifier)
+    await transport.run()
