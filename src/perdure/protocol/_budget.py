@@ -98,6 +98,8 @@ def root_of(what: str) -> str:
 
 def check_value(value: Any, what: str) -> None:
     """Refuse an incoming value outside the domain or over a budget (see module doc)."""
+    if _quick(value):
+        return
     budget = [MAX_ELEMENTS]
     try:
         _check(value, 0, budget)
@@ -106,6 +108,44 @@ def check_value(value: Any, what: str) -> None:
         cls = ValueTooLarge if exc.too_large else InvalidRequest
         code = None if exc.too_large else "unsupported_value"
         raise cls(f"Invalid {path}: {exc.reason}.", code=code, metadata={"path": path}) from None
+
+
+def _quick(value: Any) -> bool:
+    """The hot path: ``True`` when ``value`` is plainly within the domain, in one loop
+    without a call per container. Anything unusual (a non-ASCII key, a tuple, a set, a
+    datetime, a fault) answers ``False`` and the precise walk below decides, naming the
+    path. Depth needs no check here: the decoders bound it (400 levels)."""
+    todo = [value]
+    elements = 0
+    while todo:
+        container = todo.pop()
+        kind = type(container)
+        if kind is dict:
+            for key in container:
+                if type(key) is not str or not key.isascii():
+                    return False
+            items: Any = container.values()
+        elif kind is list:
+            items = container
+        else:
+            return _settled(container, kind)
+        elements += len(container) + 1
+        for item in items:
+            kind = type(item)
+            if kind is str:
+                if not item.isascii() and _SURROGATE.search(item):
+                    return False
+            elif kind is int:
+                if not -_INT_LIMIT < item < _INT_LIMIT:
+                    return False
+            elif kind is float:
+                if item - item != 0.0:  # inf or nan
+                    return False
+            elif kind is dict or kind is list:
+                todo.append(item)
+            elif kind is not bool and kind is not _NONE and kind is not bytes:
+                return False
+    return elements <= MAX_ELEMENTS
 
 
 def _refused(reason: str, step: str) -> _Refused:
@@ -146,45 +186,56 @@ def _enter(value: Any, depth: int, budget: list[int]) -> None:
         raise _Refused(f"more than {MAX_ELEMENTS} elements", too_large=True)
 
 
+def _settled(item: Any, kind: type) -> bool:
+    """Whether a scalar is plainly within the domain (``False`` for anything to look at)."""
+    if kind is str:
+        return bool(item.isascii())
+    if kind is int:
+        return bool(-_INT_LIMIT < item < _INT_LIMIT)
+    if kind is float:
+        return bool(item - item == 0.0)  # neither inf nor nan
+    return kind is bool or kind is _NONE or kind is bytes
+
+
+# The precise walk: it runs only when the quick pass found something to look at, and
+# names the path of what it refuses.
+
+
 def _check_array(value: list[Any] | tuple[Any, ...], depth: int, budget: list[int]) -> None:
     _enter(value, depth, budget)
-    _check_items(enumerate(value), depth, budget, False)
+    for index, item in enumerate(value):
+        try:
+            _check_item(item, depth, budget)
+        except _Refused as exc:
+            exc.path.append(f"[{index}]")
+            raise
 
 
 def _check_map(value: dict[Any, Any], depth: int, budget: list[int]) -> None:
     _enter(value, depth, budget)
-    for key in value:
+    for key, item in value.items():
         if type(key) is not str or (not key.isascii() and _SURROGATE.search(key)):
             raise _refused(_key_fault(key), f"[{key!r:.40}]")
-    _check_items(value.items(), depth, budget, True)
-
-
-def _check_items(pairs: Any, depth: int, budget: list[int], in_map: bool) -> None:
-    """Check ``(index or key, item)`` pairs. The common items are settled inline (a type
-    test or two each): this walk runs on every request, and a call per item would double
-    its cost."""
-    for where, item in pairs:
-        kind = type(item)
-        if kind is str:
-            if item.isascii():
-                continue
-        elif kind is int:
-            if -_INT_LIMIT < item < _INT_LIMIT:
-                continue
-        elif (
-            kind is bool or kind is _NONE or kind is bytes or (kind is float and item - item == 0.0)
-        ):
-            continue
         try:
-            if kind is dict:
-                _check_map(item, depth + 1, budget)
-            elif kind is list:
-                _check_array(item, depth + 1, budget)
-            else:
-                _check_rare(item, kind, depth + 1, budget)
+            _check_item(item, depth, budget)
         except _Refused as exc:
-            exc.path.append(_key_path(where) if in_map else f"[{where}]")
+            exc.path.append(_key_path(key))
             raise
+
+
+def _check_item(item: Any, depth: int, budget: list[int]) -> None:
+    kind = type(item)
+    if not _settled(item, kind):
+        _check_nested(item, kind, depth, budget)
+
+
+def _check_nested(item: Any, kind: type, depth: int, budget: list[int]) -> None:
+    if kind is dict:
+        _check_map(item, depth + 1, budget)
+    elif kind is list:
+        _check_array(item, depth + 1, budget)
+    else:
+        _check_rare(item, kind, depth + 1, budget)
 
 
 def _key_fault(key: Any) -> str:
@@ -239,37 +290,49 @@ def _describe(value: Any) -> str:
 
 def check_outgoing(value: Any, limit: int) -> None:
     """Refuse (``message.outgoing_too_long``) a value whose encoding certainly exceeds
-    ``limit`` bytes, before any encoder runs; stops walking as soon as it knows."""
+    ``limit`` bytes, before any encoder runs.
+
+    Adds up a lower bound of the encoded size (a byte per element, plus the length of
+    every string and byte string; keys are not counted) and stops as soon as it passes
+    the limit, so a list of millions of references to one string is refused after
+    looking at a few of them. A cyclic value grows the count on every lap: it ends too.
+    """
     kind = type(value)
-    if (kind is list or kind is dict or kind is tuple) and _lower_bound(value, limit, 0) > limit:
-        raise outgoing_too_long(limit)
-    if (kind is str or kind is bytes) and len(value) > limit:
-        raise outgoing_too_long(limit)
+    if kind is str or kind is bytes:
+        if len(value) > limit:
+            raise outgoing_too_long(limit)
+        return
+    if kind is not list and kind is not dict and kind is not tuple:
+        return
+    todo = [value]
+    size = 0
+    while todo:
+        container = todo.pop()
+        size += len(container) + 1
+        if size > limit:
+            raise outgoing_too_long(limit)
+        for item in container.values() if type(container) is dict else container:
+            kind = type(item)
+            if kind is str or kind is bytes:
+                size += len(item)
+                if size > limit:
+                    raise outgoing_too_long(limit)
+            elif kind is list or kind is dict or kind is tuple:
+                todo.append(item)
+            elif kind is not int and kind is not float and kind is not bool and item is not None:
+                size += _other_size(item, todo)
 
 
-def _lower_bound(value: Any, left: int, depth: int) -> int:
-    """Encoded bytes a container needs at least (a byte per element, plus its strings'
-    lengths; keys are not counted), counted up to just past ``left``."""
-    size = len(value) + 1
-    if depth > MAX_DEPTH:
-        return size
-    for item in value.values() if type(value) is dict else value:
-        kind = type(item)
-        if kind is str or kind is bytes:
-            size += len(item)
-        elif kind is list or kind is dict or kind is tuple:
-            size += _lower_bound(item, left - size, depth + 1)
-        elif kind is int or kind is float or kind is bool or item is None:
-            continue
-        elif isinstance(item, (str, bytes, bytearray, memoryview)):
-            size += len(item)
-        elif isinstance(item, (list, tuple, dict, set, frozenset)):
-            size += _lower_bound(
-                list(item) if not isinstance(item, dict) else item, left - size, depth + 1
-            )
-        if size > left:
-            break
-    return size
+def _other_size(item: Any, todo: list[Any]) -> int:
+    """Subclasses of the plain types count as their base; other objects (models,
+    datetimes) at least a byte."""
+    if isinstance(item, (str, bytes, bytearray, memoryview)):
+        return len(item)
+    if isinstance(item, (list, tuple, dict)):
+        todo.append(item)
+    elif isinstance(item, (set, frozenset)):
+        todo.append(list(item))
+    return 1
 
 
 # -- While decoding ---------------------------------------------------------------------
