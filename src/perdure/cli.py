@@ -273,7 +273,9 @@ def _node_config(args: argparse.Namespace, url: str) -> NodeConfig | None:
             node_id=args.node_id or env("PERDURE_NODE_ID") or f"{socket.gethostname()}-{args.port}",
             address=address.rstrip("/"),
             lease_ttl_ms=int(_lease_ttl(args) * 1000),
-            secret=args.cluster_secret or env("PERDURE_CLUSTER_SECRET") or None,
+            # With a client token and no cluster secret, the token (the same on every
+            # node) guards the nodes' forward route: it must not stay open.
+            secret=args.cluster_secret or env("PERDURE_CLUSTER_SECRET") or args.token or None,
         )
     except ValueError as exc:
         raise CliError(str(exc)) from None
