@@ -8,6 +8,7 @@ also after a restart.
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
 import decimal
 import ipaddress
@@ -15,6 +16,7 @@ import uuid
 from typing import Any
 
 import cbor2
+import httpx
 import pytest
 
 from perdure.protocol.codec import decode_http
@@ -22,6 +24,7 @@ from perdure.protocol.messages import HttpActionResponse
 from tests.support.server import ServerProcess
 
 from .values_support import (
+    action_url,
     call,
     error_of,
     exists,
@@ -158,3 +161,31 @@ def test_a_stored_value_that_cannot_be_sent_is_a_coded_error(
         error = error_of(response)
         assert (error["group"], error["code"]) == ("message", "value_not_sendable"), error
         assert "output" in error["message"]
+
+
+def test_an_actor_input_outside_the_domain_is_refused(values_server: ServerProcess) -> None:
+    key = new_key()
+    encoded = base64.urlsafe_b64encode(cbor2.dumps({"limit": float("inf")})).decode().rstrip("=")
+    url = action_url(values_server, "get", key) + "&rvt-input=" + encoded
+    with httpx.Client(timeout=10) as client:
+        response = client.post(url, json={"args": []})
+    assert response.status_code == 400, response.text
+    error = error_of(response)
+    assert error["code"] == "invalid_input"
+    assert error["message"].startswith("Invalid input.limit: "), error
+    assert not exists(values_server, key)
+
+
+def test_connection_params_outside_the_domain_are_refused(values_server: ServerProcess) -> None:
+    key = new_key()
+    with httpx.Client(timeout=10) as client:
+        response = client.post(
+            action_url(values_server, "get", key),
+            json={"args": []},
+            headers={"x-rivet-conn-params": '{"n": [1e400]}'},
+        )
+    assert response.status_code == 400, response.text
+    error = error_of(response)
+    assert error["code"] == "invalid_conn_params"
+    assert error["message"].startswith("Invalid params.n[0]: "), error
+    assert not exists(values_server, key)

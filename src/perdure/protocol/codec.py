@@ -45,6 +45,7 @@ __all__ = [
     "PROTOCOL_VERSION",
     "Encoding",
     "ValueTooLarge",
+    "check_value",
     "content_type",
     "decode_http",
     "decode_to_client",

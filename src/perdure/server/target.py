@@ -29,6 +29,7 @@ from urllib.parse import parse_qsl, unquote
 
 from perdure.errors import ActorNotFound, InvalidRequest
 from perdure.keys import Key, normalize_key
+from perdure.protocol.codec import check_value
 from perdure.protocol.values import decode_cbor_value
 from perdure.registry import MAX_ACTOR_NAME_LENGTH, RegistryOptions
 from perdure.runtime.dispatch import ActorAddress, ActorDispatch, ActorRef, ResolveMethod
@@ -151,9 +152,11 @@ def decode_input(text: str | None, limit: int, *, urlsafe: bool) -> Any:
     if len(raw) > limit:
         raise _input_too_long(limit)
     try:
-        return decode_cbor_value(raw, "actor input")
+        value = decode_cbor_value(raw, "actor input")
+        check_value(value, "`input`")  # stored in the state: it must be sendable back
     except InvalidRequest as exc:
         raise InvalidRequest(exc.message, code="invalid_input") from None
+    return value
 
 
 def parse_conn_params(text: str | None, limit: int) -> Any:
@@ -167,11 +170,16 @@ def parse_conn_params(text: str | None, limit: int) -> Any:
             metadata={"limit": limit},
         )
     try:
-        return _json_loads(text)
+        params = _json_loads(text)
     except (ValueError, RecursionError):
         raise InvalidRequest(
             "The connection parameters are not valid JSON.", code="invalid_conn_params"
         ) from None
+    try:
+        check_value(params, "`params`")  # hooks may keep them: they must be sendable back
+    except InvalidRequest as exc:
+        raise InvalidRequest(exc.message, code="invalid_conn_params") from None
+    return params
 
 
 def _reject_constant(name: str) -> Any:
