@@ -51,6 +51,20 @@ def test_too_many_elements_is_value_too_large() -> None:
     assert (info.value.status, info.value.code) == (413, "value_too_large")
 
 
+@pytest.mark.parametrize("make", [lambda v: [v], lambda v: {"a": v}], ids=["array", "map"])
+def test_nesting_is_bounded_without_a_recursion_error(make: Any) -> None:
+    value: Any = None
+    for _ in range(399):
+        value = make(value)
+    check_value(value, "`params`")  # 399 levels: accepted
+    for _ in range(2000):
+        value = make(value)
+    with pytest.raises(ValueTooLarge) as info:
+        check_value(value, "`params`")
+    assert "nested deeper than 400 levels" in info.value.message
+    assert len(info.value.message) < 300
+
+
 def test_the_outgoing_bound_stops_at_the_limit() -> None:
     shared = "x" * 1024
     started = time.monotonic()

@@ -57,6 +57,7 @@ MAX_DEPTH: Final = 400
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _SURROGATE_REASON = "a string with a lone surrogate cannot be sent as UTF-8"
 _INT_LIMIT = 2**MAX_INT_BITS
+_MAX_PATH_TEXT = 200
 _INT_REASON = f"an integer beyond ±2**{MAX_INT_BITS} cannot be sent"
 _NONE = type(None)
 _SET_ITEMS = frozenset({str, int, float, bool, _NONE, bytes})
@@ -103,8 +104,15 @@ def check_value(value: Any, what: str) -> None:
     budget = [MAX_ELEMENTS]
     try:
         _check(value, 0, budget)
+    except RecursionError:  # only if the caller's own stack was already deep
+        exc = _Refused(f"nested deeper than {MAX_DEPTH} levels", too_large=True)
+        raise ValueTooLarge(
+            f"Invalid {root_of(what)}: {exc.reason}.", metadata={"path": root_of(what)}
+        ) from None
     except _Refused as exc:
         path = root_of(what) + "".join(reversed(exc.path))
+        if len(path) > _MAX_PATH_TEXT:  # 400 levels of `[0]` say nothing more than 60
+            path = path[:_MAX_PATH_TEXT] + "…"
         cls = ValueTooLarge if exc.too_large else InvalidRequest
         code = None if exc.too_large else "unsupported_value"
         raise cls(f"Invalid {path}: {exc.reason}.", code=code, metadata={"path": path}) from None
@@ -114,11 +122,13 @@ def _quick(value: Any) -> bool:
     """The hot path: ``True`` when ``value`` is plainly within the domain, in one loop
     without a call per container. Anything unusual (a non-ASCII key, a tuple, a set, a
     datetime, a fault) answers ``False`` and the precise walk below decides, naming the
-    path. Depth needs no check here: the decoders bound it (400 levels)."""
-    todo = [value]
+    path."""
+    todo = [(value, 0)]
     elements = 0
     while todo:
-        container = todo.pop()
+        container, depth = todo.pop()
+        if depth >= MAX_DEPTH:
+            return False
         kind = type(container)
         if kind is dict:
             for key in container:
@@ -142,7 +152,7 @@ def _quick(value: Any) -> bool:
                 if item - item != 0.0:  # inf or nan
                     return False
             elif kind is dict or kind is list:
-                todo.append(item)
+                todo.append((item, depth + 1))
             elif kind is not bool and kind is not _NONE and kind is not bytes:
                 return False
     return elements <= MAX_ELEMENTS
@@ -224,17 +234,14 @@ def _check_map(value: dict[Any, Any], depth: int, budget: list[int]) -> None:
 
 
 def _check_item(item: Any, depth: int, budget: list[int]) -> None:
+    # Two frames a level (this and the container's): 400 levels stay clear of Python's
+    # recursion limit.
     kind = type(item)
-    if not _settled(item, kind):
-        _check_nested(item, kind, depth, budget)
-
-
-def _check_nested(item: Any, kind: type, depth: int, budget: list[int]) -> None:
     if kind is dict:
         _check_map(item, depth + 1, budget)
     elif kind is list:
         _check_array(item, depth + 1, budget)
-    else:
+    elif not _settled(item, kind):
         _check_rare(item, kind, depth + 1, budget)
 
 
