@@ -20,7 +20,7 @@ import httpx
 import pytest
 
 from perdure.protocol.codec import decode_http
-from perdure.protocol.messages import HttpActionResponse
+from perdure.protocol.messages import ActionResponse, ErrorMessage, HttpActionResponse
 from tests.support.server import ServerProcess
 
 from .values_support import (
@@ -29,6 +29,8 @@ from .values_support import (
     error_of,
     exists,
     new_key,
+    next_message,
+    open_socket,
     post,
 )
 
@@ -189,3 +191,18 @@ def test_connection_params_outside_the_domain_are_refused(values_server: ServerP
     assert error["code"] == "invalid_conn_params"
     assert error["message"].startswith("Invalid params.n[0]: "), error
     assert not exists(values_server, key)
+
+
+async def test_over_a_websocket_an_unsendable_value_is_a_coded_error(
+    values_server: ServerProcess,
+) -> None:
+    key = new_key()
+    assert call(values_server, "poison", key, []).status_code == 200
+    ws = await open_socket(values_server, key, "json")
+    await ws.send('{"body":{"tag":"ActionRequest","val":{"id":1,"name":"get","args":[]}}}')
+    answer = await next_message(ws, "json")
+    assert isinstance(answer, ErrorMessage), answer
+    assert (answer.group, answer.code, answer.action_id) == ("message", "value_not_sendable", 1)
+    await ws.send('{"body":{"tag":"ActionRequest","val":{"id":2,"name":"echo","args":[5]}}}')
+    assert await next_message(ws, "json") == ActionResponse(2, 5)  # the socket stays usable
+    await ws.close()

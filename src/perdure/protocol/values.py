@@ -43,7 +43,7 @@ from typing import Any, NoReturn
 
 import cbor2
 
-from perdure.errors import InternalError, InvalidRequest
+from perdure.errors import InternalError, InvalidRequest, MessageError
 from perdure.protocol._budget import count_cbor_items
 
 __all__ = [
@@ -106,9 +106,10 @@ def _describe(value: Any) -> str:
     return type(value).__name__
 
 
-class UnsendableValue(InternalError):
+class UnsendableValue(MessageError, InternalError):
     """A value (stored earlier, or made by actor code) that an encoding cannot carry:
-    ``message.value_not_sendable`` (400), saying where it sits, rather than a bare 500."""
+    ``message.value_not_sendable`` (400), saying where it sits, rather than a bare 500.
+    Still an :class:`~perdure.errors.InternalError` for code that catches those."""
 
     group = "message"
     default_code = "value_not_sendable"

@@ -87,7 +87,7 @@ class SocketTransport:
             return
         try:
             frame = self._cache.encode(name, args, self.enc, self._limit)
-        except MessageError as exc:  # certainly over the limit: not worth encoding
+        except MessageError as exc:  # over the limit, or a value no encoding can carry
             self.fail(exc)
             return
         except Exception as exc:
