@@ -28,7 +28,7 @@ def test_values_in_the_domain_pass(value: Any) -> None:
 
 REFUSED: list[tuple[Any, str]] = [
     ([{"a": (1, float("nan"))}], "args[0].a[1]"),
-    ({"x y": {"z": [1, 2**1024]}}, "args['x y'].z[1]"),
+    ({"x y": {"z": [1, 2**14240]}}, "args['x y'].z[1]"),
     ([{"k": "ok"}, {"\ud800": 1}], "args[1]['\\ud800']"),
     ([dt.datetime(2026, 1, 1)], "args[0]"),
     ([{frozenset({1})}], "args[0]"),

@@ -6,8 +6,9 @@ send it back in every encoding it speaks (JSON, CBOR, BARE), so an accepted valu
 always be read back:
 
 - ``None``, ``bool``, ``str`` (no lone surrogates: UTF-8 cannot carry them), ``bytes``;
-- ``int`` of at most :data:`MAX_INT_BITS` bits (JSON carries larger ones as ``$BigInt``
-  text, which Python converts in quadratic time and refuses past 4,300 digits);
+- ``int`` of less than :data:`MAX_INT_BITS` bits: what every encoding carries (CBOR as a
+  bignum of at most 1,780 bytes, JSON as ``$BigInt`` text, which Python refuses past
+  4,300 digits and converts in quadratic time: about 80 µs for the largest);
 - finite ``float`` (JSON has no ``Infinity`` or ``NaN``);
 - ``list``, ``dict`` with ``str`` keys (JSON objects have no other keys), sets of
   scalars, timezone-aware ``datetime``;
@@ -46,8 +47,10 @@ __all__ = [
     "root_of",
 ]
 
-MAX_INT_BITS: Final = 1024
-"""Largest integer magnitude accepted: ``|n| < 2**1024`` (309 decimal digits)."""
+MAX_INT_BITS: Final = 1780 * 8
+"""Largest integer magnitude accepted: ``|n| < 2**14240`` (4,287 decimal digits), the
+largest bignum the CBOR decoder takes (1,780 bytes) and within Python's 4,300-digit
+limit for JSON's ``$BigInt`` text."""
 
 MAX_ELEMENTS: Final = 1_000_000
 """Most containers and items in one incoming value."""

@@ -78,7 +78,7 @@ _SET = "$Set"
 
 _BIGINT_TEXT = re.compile(r"-?[0-9]+")
 # Bignums whose decimal form Python can still write (its limit is 4,300 digits); the
-# server's own value domain is narrower (perdure.protocol._budget).
+# server's value domain has the same bound (perdure.protocol._budget.MAX_INT_BITS).
 _MAX_BIGNUM_BYTES = 1780
 _MAX_JSON_INT_BITS = _MAX_BIGNUM_BYTES * 8
 _MAX_BIGINT_TEXT = 4301  # a sign and Python's digit limit (int() of more is refused)
