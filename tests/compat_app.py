@@ -18,6 +18,10 @@
 - ``compatModels``: pydantic models end to end (docs/models.md): ``add(item)`` takes an
   ``Item`` model, keeps a ``Tally`` model state, broadcasts and returns the ``Tally``;
   ``apply()`` reads ``Job`` bodies of the queue ``jobs``. The client sees plain objects.
+- ``compatRaw``: raw handlers (docs/edge.md): ``on_request`` answers ``POST /add`` (a
+  JSON ``{by}``) with the new count and anything else with what it received;
+  ``on_websocket`` greets with its path, then answers ``add`` with the new count and
+  echoes other text. ``getCount`` reads the count the raw routes changed.
 """
 
 from __future__ import annotations
@@ -148,11 +152,42 @@ compat_models = actor(
     actions={"add": _add, "apply": _apply, "getState": lambda c: c.state},
 )
 
+
+async def _raw_request(c: Any, request: Any) -> Any:
+    if request.method == "POST" and request.url.path == "/add":
+        c.state["count"] += (await request.json())["by"]
+        return {"count": c.state["count"]}
+    return {
+        "method": request.method,
+        "path": request.url.path,
+        "query": request.url.query,
+        "conn": c.conn.params if c.conn is not None else None,
+    }
+
+
+async def _raw_websocket(c: Any, websocket: Any) -> None:
+    await websocket.send_text(f"hello {websocket.url.path}")
+    async for text in websocket.iter_text():
+        if text == "add":
+            c.state["count"] += 1
+            await websocket.send_text(f"count {c.state['count']}")
+        else:
+            await websocket.send_text(f"echo {text}")
+
+
+compat_raw = actor(
+    state={"count": 0},
+    on_request=_raw_request,
+    on_websocket=_raw_websocket,
+    actions={"getCount": lambda c: c.state["count"]},
+)
+
 registry = setup(
     use={
         **examples_registry.actors,
         "compatCounter": compat_counter,
         "compatWorker": compat_worker,
         "compatModels": compat_models,
+        "compatRaw": compat_raw,
     }
 )

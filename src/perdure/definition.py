@@ -183,6 +183,9 @@ HOOK_ARITY: dict[str, int] = {
     "on_before_action_response": 4,
     "on_error": 2,
     "run": 1,
+    # Raw handlers (docs/edge.md, "Raw handlers"): a Starlette Request / WebSocket.
+    "on_request": 2,
+    "on_websocket": 2,
 }
 _VALUE_FIELDS = ("state", "vars", "conn_state", "events", "queues", "actions", "options")
 # Schemas (any type pydantic's TypeAdapter accepts; docs/models.md).
@@ -418,7 +421,9 @@ def actor(**config: Any) -> ActorDefinition:
     ``on_state_change(c, state)``, ``on_before_action_response(c, name, args, output)``,
     ``can_subscribe(c, event)`` and ``can_publish(c, queue)`` (return ``False`` to refuse
     a client's subscription or queue send with ``auth.forbidden``; docs/edge.md);
-    ``run(c)``; ``options`` (see :class:`ActorOptions`). Hooks may be sync or async.
+    ``on_request(c, request)`` and ``on_websocket(c, websocket)`` (raw handlers, a
+    Starlette ``Request``/``WebSocket``; docs/edge.md, "Raw handlers"); ``run(c)``;
+    ``options`` (see :class:`ActorOptions`). Hooks may be sync or async.
     Schemas (pydantic models, dataclasses, TypedDicts; docs/models.md): ``input`` (the
     create input), ``conn_params``, ``state_schema`` (also taken from a model ``state``
     or ``create_state``'s return annotation); annotated action parameters are validated.
@@ -467,6 +472,9 @@ def _suggest(name: str, candidates: Any) -> str:
     return f" (did you mean `{close[0]}`?)" if close else ""
 
 
+_RAW_HOOK_PARAMS = {"on_request": "c, request", "on_websocket": "c, websocket"}
+
+
 def _check_hook(actor_name: str, hook_name: str, fn: Any) -> None:
     if not callable(fn):
         raise DefinitionError(f"Actor `{actor_name}`: `{hook_name}` must be callable.")
@@ -475,6 +483,7 @@ def _check_hook(actor_name: str, hook_name: str, fn: Any) -> None:
         inspect.signature(fn).bind(*([None] * arity))
     except TypeError:
         params = ", ".join(["c", "input", "…"][: min(arity, 3)]) if arity > 1 else "c"
+        params = _RAW_HOOK_PARAMS.get(hook_name, params)
         raise DefinitionError(
             f"Actor `{actor_name}`: hook `{hook_name}` must accept {arity} positional "
             f"argument{'s' if arity != 1 else ''} ({params}); its signature is "

@@ -141,13 +141,49 @@ await check("action-names", "action names are percent-encoded in the path; neste
 	await conn.dispose();
 });
 
-await check("raw-fetch-unsupported", "handle.fetch() (raw HTTP, onRequest) answers 404 saying it is not supported", async () => {
+await check("raw-fetch-unsupported", "handle.fetch() of an actor without on_request (onRequest) answers 404", async () => {
 	const response = await counter.fetch("/hello");
 	assert.equal(response.status, 404);
 	const body = await response.json();
 	assert.equal(`${body.group}.${body.code}`, "actor.route_not_found");
 	assert.match(body.message, /onRequest/);
 	return body;
+});
+
+const rawHandle = client.compatRaw.getOrCreate([key("raw")]);
+
+await check("raw-fetch", "handle.fetch() reaches the actor's on_request (onRequest), state durable", async () => {
+	const added = await rawHandle.fetch("/add", {
+		method: "POST",
+		headers: { "content-type": "application/json" },
+		body: JSON.stringify({ by: 3 }),
+	});
+	assert.equal(added.status, 200);
+	assert.deepEqual(await added.json(), { count: 3 });
+	const echo = await rawHandle.fetch("/some/path?a=1", { method: "PUT", body: "x" });
+	assert.equal(echo.status, 200);
+	const seen = await echo.json();
+	assert.equal(seen.method, "PUT");
+	assert.equal(seen.path, "/some/path");
+	assert.equal(seen.query, "a=1", "the gateway's rvt-* parameters are not the handler's");
+	assert.ok(echo.headers.get("x-rivet-actor"), "answered by an actor");
+	assert.equal(await rawHandle.getCount(), 3);
+	return seen;
+});
+
+await check("raw-websocket", "handle.webSocket() reaches the actor's on_websocket (onWebSocket)", async () => {
+	const ws = await rawHandle.webSocket("/room");
+	const got: string[] = [];
+	ws.addEventListener("message", (event: any) => got.push(String(event.data)));
+	await waitFor(() => got.length >= 1, 5000, "the greeting");
+	ws.send("add");
+	await waitFor(() => got.length >= 2, 5000, "the count");
+	ws.send("ping");
+	await waitFor(() => got.length >= 3, 5000, "the echo");
+	ws.close();
+	assert.deepEqual(got, ["hello /room", "count 4", "echo ping"]);
+	assert.equal(await rawHandle.getCount(), 4);
+	return got;
 });
 
 // --------------------------------------------------------- /actors management

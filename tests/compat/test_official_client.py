@@ -39,7 +39,13 @@ REQUIRED_CHECKS: dict[str, set[str]] = {
         "direct-gateway-connect",
         "direct-gateway-missing",
     },
-    "other gateway routes": {"skip-ready-wait", "action-names", "raw-fetch-unsupported"},
+    "other gateway routes": {
+        "skip-ready-wait",
+        "action-names",
+        "raw-fetch-unsupported",
+        "raw-fetch",
+        "raw-websocket",
+    },
     "/actors for get, getOrCreate, create, getForId": {
         "management-get-actors",
         "management-put-actors",

@@ -21,15 +21,15 @@ owns the actor, or observe every request in one place.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from perdure.errors import ActorNotFound, InvalidRequest
+from perdure.errors import ActorNotFound, InternalError, InvalidRequest, PerdureError
 from perdure.keys import Key, normalize_key
 from perdure.runtime.cluster import PeerNode, RemoteConnection
 from perdure.runtime.connections import Connection, Transport
-from perdure.runtime.context import check_access
+from perdure.runtime.context import ActionContext, check_access
 from perdure.runtime.queue import QueueSendResult
 
 if TYPE_CHECKING:
@@ -52,6 +52,7 @@ __all__ = [
     "CallAction",
     "ConnectionRef",
     "Forwardable",
+    "NoRawHandler",
     "Operation",
     "ResolveMethod",
     "SendMessage",
@@ -59,6 +60,9 @@ __all__ = [
 ]
 
 ResolveMethod = Literal["get", "getOrCreate", "create"]
+
+
+_T = TypeVar("_T")
 
 
 class _NoConnection:
@@ -407,8 +411,66 @@ class ActorRef:
         target = await placement.locate(self.actor_id, forwarded=self._forwarded)
         return target if isinstance(target, PeerNode) else None
 
+    async def raw(
+        self,
+        hook: str,
+        run: Callable[[Callable[..., Any], ActionContext], Awaitable[_T]],
+        *,
+        params: Any = NO_CONNECTION,
+    ) -> _T:
+        """Serve a raw request or socket (``on_request``/``on_websocket``): ``run`` gets
+        the hook and an action context, inside a transient connection when ``params``
+        is given. The actor stays awake while ``run`` runs, and its state changes are
+        durable before this returns (as for an action).
+
+        Node-local: a raw request or socket is not forwarded in a cluster (its body and
+        frames are a live exchange, not an operation); an actor owned by another node
+        refuses it with ``actor.raw_not_local``.
+        """
+        if await self.remote_owner() is not None:
+            raise InvalidRequest(
+                "Raw requests and sockets are served only by the node that owns the actor; "
+                "it is awake on another node.",
+                code="raw_not_local",
+            )
+        instance = await self._instance()
+        fn = instance.definition.hook(hook)
+        if fn is None:
+            raise NoRawHandler(instance.definition.name, hook)
+        conn = None if params is NO_CONNECTION else await instance.connect(params, _NO_CHANNEL)
+        instance.enter()
+        try:
+            try:
+                result = await run(fn, ActionContext(instance, conn))
+            finally:
+                flushed = instance.request_flush()
+            await flushed
+            return result
+        except PerdureError:
+            raise
+        except Exception as exc:
+            instance.log.exception("%s failed", hook)
+            raise InternalError() from exc
+        finally:
+            instance.leave()
+            if conn is not None:
+                await instance.disconnect(conn)
+
     def __repr__(self) -> str:
         return f"ActorRef({self.actor_id!r})"
+
+
+class NoRawHandler(PerdureError):
+    """The actor has no ``on_request``/``on_websocket`` hook: its raw routes do not exist."""
+
+    default_code = "route_not_found"
+    status = 404
+
+    def __init__(self, name: str, hook: str) -> None:
+        rivet = "onRequest" if hook == "on_request" else "onWebSocket"
+        super().__init__(
+            f"Actor `{name}` has no `{hook}` hook (rivetkit's `{rivet}`): it serves no raw route."
+        )
 
 
 class ConnectionRef:

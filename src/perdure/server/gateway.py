@@ -40,6 +40,7 @@ from perdure.server._asgi import (
     traced,
 )
 from perdure.server._errors import MethodNotAllowed, RouteNotFound, actor_headers, send_error
+from perdure.server.raw import RawHandler, is_raw_route
 from perdure.server.request_info import bind as bind_request
 from perdure.server.target import (
     Target,
@@ -65,6 +66,7 @@ class Gateway:
         self.options = runtime.registry.options
         self.names = set(runtime.registry.actors)
         self.connect_handler = ConnectHandler(runtime, self.names)
+        self.raw = RawHandler(self.dispatch, self.options, self.names)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         raw_path: bytes = scope.get("raw_path") or scope["path"].encode()
@@ -73,6 +75,8 @@ class Gateway:
         if scope["type"] == "websocket":
             if len(parts) == 4 and parts[3] == b"connect" and parts[2]:
                 await self.connect_handler(scope, receive, send, parts[2])
+            elif is_raw_route(parts) and parts[3] == b"websocket":
+                await self.raw.websocket(scope, receive, send, parts)  # on_websocket
             else:
                 await send({"type": "websocket.close", "code": 1008, "reason": "route_not_found"})
             return
@@ -92,15 +96,11 @@ class Gateway:
                 await handler(scope, receive, send, segment, name)
             return
         enc = _encoding_or_json(scope)
-        if len(parts) >= 4 and parts[3] == b"request":
-            # The official client's handle.fetch() (raw HTTP to the actor's onRequest).
-            error = RouteNotFound(
-                "Raw HTTP requests to an actor (`onRequest`, the client's `fetch`) are not "
-                f"supported by perdure: no route `{scope['path']}`."
-            )
-        else:
-            error = RouteNotFound(f"No gateway route `{scope['path']}`.")
-        await send_error(send, error, enc)
+        if is_raw_route(parts) and parts[3] == b"request":
+            # The official client's handle.fetch(): the actor's on_request (404 without).
+            await self.raw.http(scope, receive, send, parts, enc)
+            return
+        await send_error(send, RouteNotFound(f"No gateway route `{scope['path']}`."), enc)
 
     # ------------------------------------------------------------ action, queue
 
