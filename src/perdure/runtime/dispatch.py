@@ -25,12 +25,13 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from perdure.errors import ActorNotFound, InternalError, InvalidRequest, PerdureError
+from perdure.errors import ActorNotFound, InvalidRequest
 from perdure.keys import Key, normalize_key
 from perdure.runtime.cluster import PeerNode, RemoteConnection
 from perdure.runtime.connections import Connection, Transport
 from perdure.runtime.context import ActionContext, check_access
 from perdure.runtime.queue import QueueSendResult
+from perdure.runtime.raw import NoRawHandler, serve_raw
 
 if TYPE_CHECKING:
     from perdure.definition import ActorDefinition
@@ -433,44 +434,11 @@ class ActorRef:
                 "it is awake on another node.",
                 code="raw_not_local",
             )
-        instance = await self._instance()
-        fn = instance.definition.hook(hook)
-        if fn is None:
-            raise NoRawHandler(instance.definition.name, hook)
-        conn = None if params is NO_CONNECTION else await instance.connect(params, _NO_CHANNEL)
-        instance.enter()
-        try:
-            try:
-                result = await run(fn, ActionContext(instance, conn))
-            finally:
-                flushed = instance.request_flush()
-            await flushed
-            return result
-        except PerdureError:
-            raise
-        except Exception as exc:
-            instance.log.exception("%s failed", hook)
-            raise InternalError() from exc
-        finally:
-            instance.leave()
-            if conn is not None:
-                await instance.disconnect(conn)
+        channel = None if params is NO_CONNECTION else (params, _NO_CHANNEL)
+        return await serve_raw(await self._instance(), hook, run, channel)
 
     def __repr__(self) -> str:
         return f"ActorRef({self.actor_id!r})"
-
-
-class NoRawHandler(PerdureError):
-    """The actor has no ``on_request``/``on_websocket`` hook: its raw routes do not exist."""
-
-    default_code = "route_not_found"
-    status = 404
-
-    def __init__(self, name: str, hook: str) -> None:
-        rivet = "onRequest" if hook == "on_request" else "onWebSocket"
-        super().__init__(
-            f"Actor `{name}` has no `{hook}` hook (rivetkit's `{rivet}`): it serves no raw route."
-        )
 
 
 class ConnectionRef:
