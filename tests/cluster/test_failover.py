@@ -72,19 +72,29 @@ def digits(total: int) -> list[int]:
 
 async def drained(handles: list[AsyncActorHandle], timeout: float = 90) -> dict[str, Any]:
     """The state once the queue is empty and every job received is completed, asked of
-    whichever node answers."""
+    whichever node answers. The queue is read before the state and the answer must hold
+    on two looks 0.2 s apart: a message just taken is in neither count until its first
+    step runs (see tests/crash/test_progress_crash.py's wait_drained)."""
+    seen: dict[str, Any] | None = None
     async with asyncio.timeout(timeout):
         turn = 0
         while True:
             handle = handles[turn % len(handles)]
             turn += 1
             try:
+                empty = await handle.queueSize() == 0
                 state: dict[str, Any] = await handle.getState()
-                progress = state["progress"]
-                if await handle.queueSize() == 0 and progress["completed"] == progress["total"]:
-                    return state
             except (TransportError, ActorError):
-                pass
+                seen = None
+            else:
+                progress = state["progress"]
+                if empty and progress["completed"] == progress["total"]:
+                    if state == seen:
+                        return state
+                    seen = state
+                    await asyncio.sleep(0.2)
+                    continue
+                seen = None
             await asyncio.sleep(0.05)
 
 

@@ -45,17 +45,30 @@ def digits(total: int) -> list[int]:
 
 
 async def wait_drained(handle: AsyncActorHandle, timeout: float = 60) -> dict[str, Any]:
-    """Wait until the queue is empty and every received job is completed."""
+    """Wait until the queue is empty and every received job is completed.
+
+    A message the workflow has just taken is in neither count until its first step runs,
+    so the queue is read before the state, and the answer must hold on two looks 0.2 s
+    apart: one look, state first, could see the state from before a message that was
+    taken between the two reads (a job re-sent just before this wait, most often).
+    """
+    seen: dict[str, Any] | None = None
     async with asyncio.timeout(timeout):
         while True:
             try:
+                empty = await handle.queueSize() == 0
                 state: dict[str, Any] = await handle.getState()
-                if await handle.queueSize() == 0:
-                    progress = state["progress"]
-                    if progress["completed"] == progress["total"]:
-                        return state
             except TransportError:
-                pass
+                seen = None
+            else:
+                progress = state["progress"]
+                if empty and progress["completed"] == progress["total"]:
+                    if state == seen:
+                        return state
+                    seen = state
+                    await asyncio.sleep(0.2)
+                    continue
+                seen = None
             await asyncio.sleep(0.05)
 
 
