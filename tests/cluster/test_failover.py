@@ -20,7 +20,6 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import psycopg
 import pytest
@@ -28,6 +27,7 @@ import pytest
 from perdure.client import ActorError, AsyncActorHandle, TransportError, create_client
 from tests.support.cluster import Cluster, ClusterNode
 from tests.support.postgres import POSTGRES_URL
+from tests.support.progress import drained
 from tests.support.server import ServerProcess
 
 pytestmark = [pytest.mark.postgres, pytest.mark.timeout(300)]
@@ -66,36 +66,12 @@ def start_cluster(tmp_path: Path) -> Iterator[StartCluster]:
         cluster.close()
 
 
+# What a call may meet while a node dies or its actor moves: retried, not failed.
+NODE_ERRORS = (TransportError, ActorError)
+
+
 def digits(total: int) -> list[int]:
     return [(total // BASE**index) % BASE for index in range(JOBS)]
-
-
-async def drained(handles: list[AsyncActorHandle], timeout: float = 90) -> dict[str, Any]:
-    """The state once the queue is empty and every job received is completed, asked of
-    whichever node answers. The queue is read before the state and the answer must hold
-    on two looks 0.2 s apart: a message just taken is in neither count until its first
-    step runs (see tests/crash/test_progress_crash.py's wait_drained)."""
-    seen: dict[str, Any] | None = None
-    async with asyncio.timeout(timeout):
-        turn = 0
-        while True:
-            handle = handles[turn % len(handles)]
-            turn += 1
-            try:
-                empty = await handle.queueSize() == 0
-                state: dict[str, Any] = await handle.getState()
-            except (TransportError, ActorError):
-                seen = None
-            else:
-                progress = state["progress"]
-                if empty and progress["completed"] == progress["total"]:
-                    if state == seen:
-                        return state
-                    seen = state
-                    await asyncio.sleep(0.2)
-                    continue
-                seen = None
-            await asyncio.sleep(0.05)
 
 
 async def takeover_seconds(handles: list[AsyncActorHandle], killed: int) -> float:
@@ -181,11 +157,11 @@ async def test_three_nodes_survive_each_node_killed_in_turn(
             while kills:
                 index, _ = kills.pop(0)
                 await kill_and_restart(index)
-        state = await drained(handles)
+        state = await drained(handles, timeout=90, retry_on=NODE_ERRORS)
         counts = digits(state["sum"])
         for job in sorted(j for j in unknown if counts[j] == 0):
             await handles[job % 3].send("jobs", {"value": BASE**job})
-        state = await drained(handles)
+        state = await drained(handles, timeout=90, retry_on=NODE_ERRORS)
         await conn.dispose()
     finally:
         for client in clients:
@@ -231,7 +207,7 @@ async def test_a_paused_owner_is_fenced_and_drops_the_actor(start_cluster: Start
                 os.kill(owner.process.pid, signal.SIGCONT)
             # The resumed node notices it can no longer trust its lease and drops the actor.
             await wait_for_log(owner, "could not heartbeat in time", 10)
-            state = await drained([handle, first])
+            state = await drained([handle, first], timeout=90, retry_on=NODE_ERRORS)
     finally:
         for node in nodes:
             node.kill()
@@ -293,7 +269,7 @@ async def test_nodes_recover_by_themselves_after_postgresql_restarts(
         async with create_client(nodes[0].url) as client:
             handle = client.progressActor.get_or_create(["pg-restart"])
             await handle.send("jobs", {"value": 1})
-            await drained([handle])
+            await drained([handle], timeout=90, retry_on=NODE_ERRORS)
             version = sorted(os.listdir("/etc/postgresql"))[0]
             await asyncio.to_thread(
                 subprocess.run,
@@ -314,7 +290,7 @@ async def test_nodes_recover_by_themselves_after_postgresql_restarts(
                                 break
                             except (TransportError, ActorError):
                                 await asyncio.sleep(0.25)
-            state = await drained([handle])
+            state = await drained([handle], timeout=90, retry_on=NODE_ERRORS)
             alive = [node.running for node in nodes]
     finally:
         for node in nodes:

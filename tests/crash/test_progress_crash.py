@@ -23,12 +23,12 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from perdure.client import AsyncActorHandle, TransportError, create_client
 from tests.support.postgres import POSTGRES_URL, drop_schema, new_schema_name, require_postgres
+from tests.support.progress import drained
 from tests.support.server import ServerProcess
 
 JOBS = 1000
@@ -42,34 +42,6 @@ pytestmark = pytest.mark.timeout(240)
 def digits(total: int) -> list[int]:
     """How many times each job was applied, read off the base-8 sum."""
     return [(total // BASE**index) % BASE for index in range(JOBS)]
-
-
-async def wait_drained(handle: AsyncActorHandle, timeout: float = 60) -> dict[str, Any]:
-    """Wait until the queue is empty and every received job is completed.
-
-    A message the workflow has just taken is in neither count until its first step runs,
-    so the queue is read before the state, and the answer must hold on two looks 0.2 s
-    apart: one look, state first, could see the state from before a message that was
-    taken between the two reads (a job re-sent just before this wait, most often).
-    """
-    seen: dict[str, Any] | None = None
-    async with asyncio.timeout(timeout):
-        while True:
-            try:
-                empty = await handle.queueSize() == 0
-                state: dict[str, Any] = await handle.getState()
-            except TransportError:
-                seen = None
-            else:
-                progress = state["progress"]
-                if empty and progress["completed"] == progress["total"]:
-                    if state == seen:
-                        return state
-                    seen = state
-                    await asyncio.sleep(0.2)
-                    continue
-                seen = None
-            await asyncio.sleep(0.05)
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
@@ -116,12 +88,12 @@ async def test_progress_survives_kill_9(tmp_path: Path, store_args: list[str]) -
             conn.on_open(lambda: opens.append(round(time.monotonic() - started, 2)))
             await conn.wait_open(timeout=20)
             unknown = await send_with_kills(server, handle, kill_points, rng)
-            state = await wait_drained(handle)
+            state = await drained([handle], timeout=60)
             counts = digits(state["sum"])
             missing = [job for job in unknown if counts[job] == 0]
             for job in missing:
                 await handle.send("jobs", {"value": BASE**job})
-            state = await wait_drained(handle)
+            state = await drained([handle], timeout=60)
             await conn.dispose()
     finally:
         server.kill()
