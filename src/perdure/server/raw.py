@@ -44,7 +44,7 @@ from perdure.server.target import (
     path_segment,
     resolve_target,
 )
-from perdure.server.websocket import _subprotocols
+from perdure.server.websocket import read_subprotocols
 
 __all__ = ["RawHandler", "is_raw_route"]
 
@@ -94,7 +94,7 @@ class RawHandler:
         """Accept the socket, then hand it to the actor's ``on_websocket``; the socket is
         closed when the hook returns. A failure closes it with the error's
         ``group.code`` as the reason (1008 for a refused request, 1011 otherwise)."""
-        offered_rivet, _, params_text = _subprotocols(scope.get("subprotocols") or ())
+        offered_rivet, _, params_text = read_subprotocols(scope.get("subprotocols") or ())
         socket = WebSocket(_hook_scope(scope, parts), receive, send)
         try:
             await socket.accept(subprotocol="rivet" if offered_rivet else None)

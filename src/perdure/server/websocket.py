@@ -53,7 +53,7 @@ from perdure.server.target import (
     resolve_target,
 )
 
-__all__ = ["ConnectHandler", "DirectConnect", "refuse_socket"]
+__all__ = ["ConnectHandler", "DirectConnect", "read_subprotocols", "refuse_socket"]
 
 # A connection served here, or opened on another node (an in-process race: see pipe).
 AnyConnection = ConnectionRef | RemoteConnection
@@ -247,12 +247,12 @@ async def _accept(
     when the client went away first."""
     if (await receive())["type"] != "websocket.connect":
         return None
-    offered_rivet, enc_name, params_text = _subprotocols(scope.get("subprotocols") or ())
+    offered_rivet, enc_name, params_text = read_subprotocols(scope.get("subprotocols") or ())
     await send({"type": "websocket.accept", "subprotocol": "rivet" if offered_rivet else None})
     return enc_name, params_text
 
 
-def _subprotocols(offered: Any) -> tuple[bool, str | None, str | None]:
+def read_subprotocols(offered: Any) -> tuple[bool, str | None, str | None]:
     """``(offers "rivet", encoding name, conn params JSON)`` from the offered subprotocols."""
     rivet = False
     encoding: str | None = None
