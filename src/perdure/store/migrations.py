@@ -266,12 +266,45 @@ CREATE INDEX actors_owner_node ON actors (owner_node) WHERE owner_node IS NOT NU
 _V5_SQLITE = "ALTER TABLE queue_messages ADD COLUMN trace TEXT;"
 _V5_POSTGRES = "ALTER TABLE queue_messages ADD COLUMN trace TEXT;"
 
+# Design notes for migration 6 (the per-actor event log, issue 15):
+# - Every event an actor emits is numbered per actor (`actors.event_seq` is the last
+#   number given, so numbering continues after the log has been pruned empty) and written
+#   in the same commit as the change that emitted it. Clients resume from a number.
+# - The log is bounded (by count and age) and read as a range per actor from a sequence
+#   number, so it is clustered on (actor_id, seq) like the queue; pruning is one range
+#   delete on the primary key. `emitted_at` is epoch ms, for the age bound.
+# - `event_seq` is NOT NULL with a constant default: adding it rewrites no row on either
+#   database.
+_V6_SQLITE = """
+CREATE TABLE actor_events (
+    actor_id   TEXT    NOT NULL,
+    seq        INTEGER NOT NULL,
+    name       TEXT    NOT NULL,
+    args       BLOB    NOT NULL,
+    emitted_at INTEGER NOT NULL,
+    PRIMARY KEY (actor_id, seq)
+) WITHOUT ROWID;
+ALTER TABLE actors ADD COLUMN event_seq INTEGER NOT NULL DEFAULT 0;
+"""
+_V6_POSTGRES = """
+CREATE TABLE actor_events (
+    actor_id   TEXT   COLLATE "C" NOT NULL,
+    seq        BIGINT NOT NULL,
+    name       TEXT   NOT NULL,
+    args       BYTEA  NOT NULL,
+    emitted_at BIGINT NOT NULL,
+    PRIMARY KEY (actor_id, seq)
+);
+ALTER TABLE actors ADD COLUMN event_seq BIGINT NOT NULL DEFAULT 0;
+"""
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "actors_queue_history", sqlite=_V1_SQLITE, postgres=_V1_POSTGRES),
     Migration(2, "schedules", sqlite=_V2_SQLITE, postgres=_V2_POSTGRES),
     Migration(3, "one_fencing_counter", sqlite=_V3_SQLITE, postgres=_V3_POSTGRES),
     Migration(4, "nodes", sqlite=_V4_SQLITE, postgres=_V4_POSTGRES),
     Migration(5, "queue_message_trace", sqlite=_V5_SQLITE, postgres=_V5_POSTGRES),
+    Migration(6, "actor_events", sqlite=_V6_SQLITE, postgres=_V6_POSTGRES),
 )
 
 
