@@ -45,15 +45,20 @@ a AS (
     RETURNING t.actor_id
 ),
 qp AS (
-    INSERT INTO queue_messages (actor_id, id, name, body, created_at, trace)
-    SELECT a.actor_id, q.id, q.name, q.body, q.created_at, q.trace
+    INSERT INTO queue_messages (actor_id, id, name, body, created_at, trace,
+                                attempts, visible_at, dead_at, error)
+    SELECT a.actor_id, q.id, q.name, q.body, q.created_at, q.trace,
+           q.attempts, q.visible_at, q.dead_at, q.error
     FROM unnest(%(qp_actor)b::text[], %(qp_id)b::bigint[], %(qp_name)b::text[],
-                %(qp_body)b::bytea[], %(qp_created_at)b::bigint[], %(qp_trace)b::text[])
-        AS q (actor_id, id, name, body, created_at, trace)
+                %(qp_body)b::bytea[], %(qp_created_at)b::bigint[], %(qp_trace)b::text[],
+                %(qp_attempts)b::integer[], %(qp_visible_at)b::bigint[],
+                %(qp_dead_at)b::bigint[], %(qp_error)b::text[])
+        AS q (actor_id, id, name, body, created_at, trace, attempts, visible_at, dead_at, error)
     JOIN a ON a.actor_id = q.actor_id COLLATE "C"
     ON CONFLICT (actor_id, id) DO UPDATE
         SET name = EXCLUDED.name, body = EXCLUDED.body, created_at = EXCLUDED.created_at,
-            trace = EXCLUDED.trace
+            trace = EXCLUDED.trace, attempts = EXCLUDED.attempts,
+            visible_at = EXCLUDED.visible_at, dead_at = EXCLUDED.dead_at, error = EXCLUDED.error
 ),
 qd AS (
     DELETE FROM queue_messages AS t
@@ -88,7 +93,18 @@ _ACTOR_COLUMNS = (
     "fence",
 )
 _ROW_ARRAYS: dict[str, tuple[str, ...]] = {
-    "queue_put": ("qp_actor", "qp_id", "qp_name", "qp_body", "qp_created_at", "qp_trace"),
+    "queue_put": (
+        "qp_actor",
+        "qp_id",
+        "qp_name",
+        "qp_body",
+        "qp_created_at",
+        "qp_trace",
+        "qp_attempts",
+        "qp_visible_at",
+        "qp_dead_at",
+        "qp_error",
+    ),
     "queue_delete": ("qd_actor", "qd_id"),
     "history_put": ("hp_actor", "hp_location", "hp_entry"),
     "history_delete": ("hd_actor", "hd_location"),

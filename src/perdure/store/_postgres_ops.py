@@ -25,7 +25,7 @@ from typing import Any, LiteralString
 
 from perdure.errors import ActorAlreadyExists
 from perdure.keys import serialize_key
-from perdure.store._shared import actor_id_taken, actor_missing
+from perdure.store._shared import actor_id_taken, actor_missing, message_row
 from perdure.store.base import ActorCommit, ActorRecord, QueueMessageRecord
 
 __all__ = [
@@ -145,7 +145,8 @@ _UPSERTS: dict[str, tuple[str, tuple[tuple[str, str], ...], tuple[str, ...]]] = 
         "queue_messages",
         (
             ("id", "bigint"), ("name", "text"), ("body", "bytea"), ("created_at", "bigint"),
-            ("trace", "text"),
+            ("trace", "text"), ("attempts", "integer"), ("visible_at", "bigint"),
+            ("dead_at", "bigint"), ("error", "text"),
         ),
         ("id",),
     ),
@@ -340,10 +341,7 @@ class MergeRows:
         # deletes is dropped, and a repeated put keeps its last value.
         gone_ids = set(commit.queue_delete)
         messages = {m.id: m for m in commit.queue_put if m.id not in gone_ids}
-        self.queue_put = [
-            (actor_id, m.id, m.name, bytes(m.body), m.created_at, m.trace)
-            for m in messages.values()
-        ]
+        self.queue_put = [(actor_id, *message_row(m)) for m in messages.values()]
         self.queue_delete = [(actor_id, message_id) for message_id in sorted(gone_ids)]
         gone = set(commit.history_delete)
         self.history_put = [
@@ -417,7 +415,7 @@ def _queue_parts(commit: ActorCommit, params: Params, parts: list[str]) -> None:
     else:
         messages = commit.queue_put
     if messages:
-        rows = {m.id: (m.id, m.name, bytes(m.body), m.created_at, m.trace) for m in messages}
+        rows = {m.id: message_row(m) for m in messages}
         parts.append(_upsert("qp", list(rows.values()), params))
 
 

@@ -30,7 +30,8 @@ ACTOR_COLUMNS = (
 GET_ACTOR = f"SELECT {ACTOR_COLUMNS} FROM actors WHERE actor_id = %s"
 FIND_ACTOR = f"SELECT {ACTOR_COLUMNS} FROM actors WHERE name = %s AND key = %s"
 LOAD_QUEUE = (
-    "SELECT id, name, body, created_at, trace FROM queue_messages WHERE actor_id = %s ORDER BY id"
+    "SELECT id, name, body, created_at, trace, attempts, visible_at, dead_at, error"
+    " FROM queue_messages WHERE actor_id = %s ORDER BY id"
 )
 LOAD_HISTORY = "SELECT location, entry FROM workflow_history WHERE actor_id = %s"
 # COLLATE "C": ids sort in byte order, as in the other backends, whatever the locale.

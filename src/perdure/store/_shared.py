@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 from perdure.errors import ActorNotFound, InternalError, InvalidRequest
-from perdure.store.base import ActorRecord, Lease, NodeRecord
+from perdure.store.base import ActorRecord, Lease, NodeRecord, QueueMessageRecord
 
 __all__ = [
     "StoreClosed",
@@ -21,6 +21,7 @@ __all__ = [
     "first_error",
     "lease_from_rows",
     "lease_is_live",
+    "message_row",
     "new_node",
     "node_from_row",
     "normalize_record",
@@ -163,4 +164,20 @@ def node_from_row(row: Sequence[Any]) -> NodeRecord:
     actors = row[6] if len(row) > 6 else 0
     return NodeRecord(
         node_id, address, started_at, heartbeat_at, expires_at, bool(draining), actors
+    )
+
+
+def message_row(message: QueueMessageRecord) -> tuple[Any, ...]:
+    """A queue message's columns after ``actor_id``, in the SQL backends' order (the
+    order :class:`QueueMessageRecord` takes them back in)."""
+    return (
+        message.id,
+        message.name,
+        bytes(message.body),
+        message.created_at,
+        message.trace,
+        message.attempts,
+        message.visible_at,
+        message.dead_at,
+        message.error,
     )

@@ -14,7 +14,7 @@ from typing import Any
 
 from perdure.errors import ActorAlreadyExists
 from perdure.keys import serialize_key
-from perdure.store._shared import actor_id_taken, actor_missing
+from perdure.store._shared import actor_id_taken, actor_missing, message_row
 from perdure.store.base import ActorCommit, ActorRecord, ScheduleFireRecord, ScheduleRecord
 
 __all__ = [
@@ -100,8 +100,8 @@ _UPDATE_SQL: dict[tuple[tuple[str, ...], bool], str] = {}
 _EXISTS_SQL = "SELECT 1 FROM actors WHERE actor_id = ?"
 _EXISTS_FENCED_SQL = "SELECT 1 FROM actors WHERE actor_id = ? AND generation = ?"
 _QUEUE_PUT_SQL = (
-    "INSERT OR REPLACE INTO queue_messages (actor_id, id, name, body, created_at, trace)"
-    " VALUES (?, ?, ?, ?, ?, ?)"
+    "INSERT OR REPLACE INTO queue_messages (actor_id, id, name, body, created_at, trace,"
+    " attempts, visible_at, dead_at, error) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _QUEUE_DELETE_SQL = "DELETE FROM queue_messages WHERE actor_id = ? AND id = ?"
 _HISTORY_PUT_SQL = (
@@ -163,9 +163,7 @@ class CommitOp(WriteOp):
         self.exists_params = key
         # Most commits leave most of these empty: skip building what would stay empty.
         put, delete = commit.queue_put, commit.queue_delete
-        self.queue_put = (
-            [(actor_id, m.id, m.name, m.body, m.created_at, m.trace) for m in put] if put else ()
-        )
+        self.queue_put = [(actor_id, *message_row(m)) for m in put] if put else ()
         self.queue_delete = [(actor_id, message_id) for message_id in delete] if delete else ()
         history, gone = commit.history_put, commit.history_delete
         self.history_put = [(actor_id, loc, e) for loc, e in history.items()] if history else ()

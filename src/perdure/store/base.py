@@ -142,6 +142,13 @@ class QueueMessageRecord:
     ``trace`` is the W3C ``traceparent`` of the span that sent it, when the sender was
     traced: stored with the message so that the workflow consuming it, even after a
     restart, is traced as that span's child (see docs/tracing.md).
+
+    Leases (docs/queues.md): ``attempts`` counts the deliveries to a completable receive
+    outside a workflow; such a message is hidden from every receiver until
+    ``visible_at`` (epoch ms; ``None``: visible). A dead letter has ``dead_at`` set and
+    is no longer delivered; ``error`` is the last error a consumer gave back (``nack``)
+    or why the message died. These change by putting the record again (a put of an
+    existing id overwrites its row, see :meth:`ActorCommit.update_message`).
     """
 
     id: int
@@ -149,6 +156,10 @@ class QueueMessageRecord:
     body: bytes
     created_at: int
     trace: str | None = None
+    attempts: int = 0
+    visible_at: int | None = None
+    dead_at: int | None = None
+    error: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -248,6 +259,17 @@ class ActorCommit:
                 del self.queue_put[index]
                 return
         self.queue_delete.append(message_id)
+
+    def update_message(self, record: QueueMessageRecord) -> None:
+        """Write a message's new lease, attempts or dead-letter state (the whole record:
+        a put overwrites the row). A put of the same id still staged in this commit is
+        replaced where it stands, so the commit holds one put per message and a later
+        :meth:`delete_message` removes it entirely."""
+        for index, staged in enumerate(self.queue_put):
+            if staged.id == record.id:
+                self.queue_put[index] = record
+                return
+        self.queue_put.append(record)
 
     def is_empty(self) -> bool:
         """True when the commit would write nothing."""

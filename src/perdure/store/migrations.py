@@ -298,6 +298,32 @@ CREATE TABLE actor_events (
 ALTER TABLE actors ADD COLUMN event_seq BIGINT NOT NULL DEFAULT 0;
 """
 
+# Design notes for migration 7 (message leases and dead letters, issue 15):
+# - A completable message received outside a workflow is leased: hidden until
+#   `visible_at` (epoch ms), redelivered after it unless completed. `attempts` counts the
+#   deliveries and is written before the message reaches user code, so a message that
+#   kills its consumer each time still counts up to the dead-letter limit. A dead letter
+#   keeps its row, with `dead_at` set; `error` is the reason (or a consumer's last error).
+# - All four are columns of `queue_messages`, not a table of their own: an actor loads its
+#   whole queue at wake-up anyway (one range read on the primary key), and a lease change
+#   is a put of the row, through the same statement as any other queue write.
+# - No index: dead letters and visibility are read per actor with its queue, never across
+#   actors. `attempts` is NOT NULL with a constant default and the others are nullable
+#   without one, so adding them rewrites no row on either database.
+_V7_SQLITE = """
+ALTER TABLE queue_messages ADD COLUMN attempts INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE queue_messages ADD COLUMN visible_at INTEGER;
+ALTER TABLE queue_messages ADD COLUMN dead_at INTEGER;
+ALTER TABLE queue_messages ADD COLUMN error TEXT;
+"""
+_V7_POSTGRES = """
+ALTER TABLE queue_messages
+    ADD COLUMN attempts   INTEGER NOT NULL DEFAULT 0,
+    ADD COLUMN visible_at BIGINT,
+    ADD COLUMN dead_at    BIGINT,
+    ADD COLUMN error      TEXT;
+"""
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "actors_queue_history", sqlite=_V1_SQLITE, postgres=_V1_POSTGRES),
     Migration(2, "schedules", sqlite=_V2_SQLITE, postgres=_V2_POSTGRES),
@@ -305,6 +331,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(4, "nodes", sqlite=_V4_SQLITE, postgres=_V4_POSTGRES),
     Migration(5, "queue_message_trace", sqlite=_V5_SQLITE, postgres=_V5_POSTGRES),
     Migration(6, "actor_events", sqlite=_V6_SQLITE, postgres=_V6_POSTGRES),
+    Migration(7, "queue_message_leases", sqlite=_V7_SQLITE, postgres=_V7_POSTGRES),
 )
 
 

@@ -349,7 +349,7 @@ class PostgresStore(Store):
     async def load_queue(self, actor_id: str) -> list[QueueMessageRecord]:
         """All queued messages of an actor, ordered by id."""
         rows = await self._rows(LOAD_QUEUE, (actor_id,))
-        return [QueueMessageRecord(row[0], row[1], row[2], row[3], row[4]) for row in rows]
+        return [QueueMessageRecord(*row) for row in rows]
 
     async def load_history(self, actor_id: str) -> dict[str, bytes]:
         """All workflow history entries of an actor, by location."""

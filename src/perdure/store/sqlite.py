@@ -74,7 +74,8 @@ _ACTOR_COLUMNS = (
 _GET_ACTOR = f"SELECT {_ACTOR_COLUMNS} FROM actors WHERE actor_id = ?"
 _FIND_ACTOR = f"SELECT {_ACTOR_COLUMNS} FROM actors WHERE name = ? AND key = ?"
 _LOAD_QUEUE = (
-    "SELECT id, name, body, created_at, trace FROM queue_messages WHERE actor_id = ? ORDER BY id"
+    "SELECT id, name, body, created_at, trace, attempts, visible_at, dead_at, error"
+    " FROM queue_messages WHERE actor_id = ? ORDER BY id"
 )
 _LOAD_HISTORY = "SELECT location, entry FROM workflow_history WHERE actor_id = ?"
 _LOAD_SCHEDULES = (
@@ -437,7 +438,7 @@ class SQLiteStore(Store):
     async def load_queue(self, actor_id: str) -> list[QueueMessageRecord]:
         """All queued messages of an actor, ordered by id."""
         rows = self._rows(_LOAD_QUEUE, (actor_id,))
-        return [QueueMessageRecord(row[0], row[1], row[2], row[3], row[4]) for row in rows]
+        return [QueueMessageRecord(*row) for row in rows]
 
     async def load_history(self, actor_id: str) -> dict[str, bytes]:
         """All workflow history entries of an actor, by location."""
