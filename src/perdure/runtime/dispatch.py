@@ -424,9 +424,10 @@ class ActorRef:
         is given. The actor stays awake while ``run`` runs, and its state changes are
         durable before this returns (as for an action).
 
-        Node-local: a raw request or socket is not forwarded in a cluster (its body and
-        frames are a live exchange, not an operation); an actor owned by another node
-        refuses it with ``actor.raw_not_local``.
+        Node-local: the operations path cannot carry a raw exchange (its body and
+        frames are the application's own), so the server relays those for an actor
+        another node owns to that node (:mod:`perdure.server.raw_relay`) before they
+        get here; reached anyway, this refuses with ``actor.raw_not_local``.
         """
         if await self.remote_owner() is not None:
             raise InvalidRequest(

@@ -117,6 +117,7 @@ def create_app(
         finally:
             _log.info("stopping: putting %d live actor(s) to sleep", runtime.live_count)
             await runtime.stop()
+            await gateway.aclose()
             _log.info("runtime stopped; store closed")
 
     gateway = Gateway(runtime)

@@ -66,7 +66,12 @@ class Gateway:
         self.options = runtime.registry.options
         self.names = set(runtime.registry.actors)
         self.connect_handler = ConnectHandler(runtime, self.names)
-        self.raw = RawHandler(self.dispatch, self.options, self.names)
+        self.raw = RawHandler(self.dispatch, self.options, self.names, runtime.cluster)
+
+    async def aclose(self) -> None:
+        """Close what the gateway keeps open to the other nodes (the raw relay's)."""
+        if self.raw.relay is not None:
+            await self.raw.relay.aclose()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         raw_path: bytes = scope.get("raw_path") or scope["path"].encode()

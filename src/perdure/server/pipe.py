@@ -11,6 +11,7 @@ the close and reconnects (landing on a survivor, which takes the actor over).
 from __future__ import annotations
 
 import asyncio
+import hmac
 import logging
 from typing import Any
 from urllib.parse import quote
@@ -18,10 +19,20 @@ from urllib.parse import quote
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, WebSocketException
 
+from perdure.errors import PerdureError
 from perdure.runtime.cluster import PeerNode, PeerUnreachable
-from perdure.server._asgi import Receive, Send
+from perdure.server._asgi import Receive, Scope, Send, header_value
 
-__all__ = ["FORWARDED_HEADER", "SECRET_HEADER", "pipe_to_owner"]
+__all__ = [
+    "FORWARDED_HEADER",
+    "SECRET_HEADER",
+    "dial",
+    "handed_on_by_peer",
+    "open_upstream",
+    "peer_headers",
+    "pipe_to_owner",
+    "websocket_url",
+]
 
 FORWARDED_HEADER = "x-perdure-forwarded"
 SECRET_HEADER = "x-perdure-cluster-secret"
@@ -40,18 +51,38 @@ async def open_upstream(
     max_size: int,
 ) -> ClientConnection:
     """Open the actor's connection on its owner; ``PeerUnreachable`` if that fails."""
-    url = node.address.rstrip("/").replace("http", "ws", 1) + "/connect"
+    url = websocket_url(node) + "/connect"
     offered = [p for p in subprotocols if not p.startswith("rivet_actor.")]
     offered.append("rivet_actor." + quote(actor_id, safe=""))
-    headers = {FORWARDED_HEADER: origin_node}
+    headers = peer_headers(origin_node, secret)
     if params_text is not None and not any(p.startswith("rivet_conn_params.") for p in offered):
         headers["x-rivet-conn-params"] = params_text
+    return await dial(node, url, offered, headers, max_size)
+
+
+def websocket_url(node: PeerNode) -> str:
+    """The ``ws://`` (or ``wss://``) base URL of ``node``."""
+    return node.address.rstrip("/").replace("http", "ws", 1)
+
+
+def peer_headers(origin_node: str, secret: str | None) -> dict[str, str]:
+    """The headers that mark a request as one a peer node hands on: the owner serves it
+    itself (never hands it on again) and, with the secret, asks no client token."""
+    headers = {FORWARDED_HEADER: origin_node}
     if secret:
         headers[SECRET_HEADER] = secret
+    return headers
+
+
+async def dial(
+    node: PeerNode, url: str, subprotocols: list[str], headers: dict[str, str], max_size: int
+) -> ClientConnection:
+    """Open a WebSocket to ``url`` on ``node``; ``PeerUnreachable`` if that fails."""
     try:
         return await connect(
             url,
-            subprotocols=offered,  # type: ignore[arg-type]
+            # An empty list would send an empty Sec-WebSocket-Protocol header.
+            subprotocols=subprotocols or None,  # type: ignore[arg-type]
             additional_headers=headers,
             open_timeout=_OPEN_TIMEOUT,
             max_size=max_size,
@@ -59,8 +90,21 @@ async def open_upstream(
         )
     except (OSError, TimeoutError, WebSocketException) as exc:
         raise PeerUnreachable(
-            f"Node `{node.node_id}` ({node.address}) refused the connection: {type(exc).__name__}."
+            f"Node `{node.node_id}` ({node.address}) refused the connection: "
+            f"{type(exc).__name__}: {exc}."
         ) from None
+
+
+def handed_on_by_peer(scope: Scope, secret: str | None) -> bool:
+    """True for a request or socket another node handed on here (``peer_headers``);
+    ``auth.forbidden`` if it claims so without the cluster's secret."""
+    if header_value(scope, FORWARDED_HEADER.encode()) is None:
+        return False
+    if secret is not None:
+        given = header_value(scope, SECRET_HEADER.encode()) or ""
+        if not hmac.compare_digest(given.encode(), secret.encode()):
+            raise PerdureError("Wrong or missing cluster secret.", code="forbidden")
+    return True
 
 
 async def pipe_to_owner(receive: Receive, send: Send, upstream: ClientConnection) -> None:

@@ -22,6 +22,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 
 from perdure.errors import PerdureError
 from perdure.protocol.codec import Encoding
+from perdure.runtime.cluster import ClusterMember
 from perdure.runtime.context import ActionContext
 from perdure.runtime.dispatch import ActorDispatch, ActorRef, NoRawHandler
 from perdure.runtime.hooks import call_hook
@@ -35,6 +36,8 @@ from perdure.server._asgi import (
 )
 from perdure.server._asgi import read_body as read_limited_body
 from perdure.server._errors import actor_headers, public_error, send_error
+from perdure.server.pipe import handed_on_by_peer
+from perdure.server.raw_relay import RawRelay
 from perdure.server.request_info import bind as bind_request
 from perdure.server.target import (
     Target,
@@ -57,12 +60,26 @@ def is_raw_route(parts: list[bytes]) -> bool:
 
 
 class RawHandler:
-    """Serves the raw routes of the gateway through the dispatch seam (node-local)."""
+    """Serves the raw routes of the gateway through the dispatch seam; in a cluster, a
+    request or socket for an actor another node owns is relayed there
+    (:mod:`perdure.server.raw_relay`)."""
 
-    def __init__(self, dispatch: ActorDispatch, options: Any, names: set[str]) -> None:
+    def __init__(
+        self,
+        dispatch: ActorDispatch,
+        options: Any,
+        names: set[str],
+        cluster: ClusterMember | None = None,
+    ) -> None:
         self.dispatch = dispatch
         self.options = options
         self.names = names
+        self.secret = None if cluster is None else cluster.config.secret
+        self.relay = (
+            None
+            if cluster is None
+            else RawRelay(cluster.node_id, self.secret, options.max_outgoing_message_size + 65536)
+        )
 
     async def http(
         self, scope: Scope, receive: Receive, send: Send, parts: list[bytes], enc: Encoding
@@ -75,6 +92,10 @@ class RawHandler:
             body = await read_limited_body(scope, receive, self.options.max_http_body_size)
             request = Request(_hook_scope(scope, parts), _replay(body))
             actor = await self._resolve(scope, target, "on_request")
+            owner = await actor.remote_owner()
+            if owner is not None and self.relay is not None:
+                await self.relay.request(owner, scope, body, send, actor.actor_id, _rest(parts))
+                return
 
             async def run(hook: Callable[..., Any], context: ActionContext) -> Response:
                 return _as_response(await call_hook(hook, context, request))
@@ -106,6 +127,11 @@ class RawHandler:
             target, _ = self._target(scope, parts, None)
             params = parse_conn_params(params_text, self.options.max_conn_params_size)
             actor = await self._resolve(scope, target, "on_websocket")
+            owner = await actor.remote_owner()
+            if owner is not None and self.relay is not None:
+                rest = _rest(parts)
+                await self.relay.websocket(owner, scope, receive, send, actor.actor_id, rest)
+                return
 
             async def run(hook: Callable[..., Any], context: ActionContext) -> None:
                 # The client closing the socket is the handler's normal end.
@@ -135,7 +161,8 @@ class RawHandler:
         if target.actor_id is None and self.dispatch.definition(target.name).hook(hook) is None:
             # Refused before the actor is created or woken: nothing is stored.
             raise NoRawHandler(target.name, hook)
-        actor = await resolve_target(self.dispatch, target)
+        forwarded = handed_on_by_peer(scope, self.secret)
+        actor = await resolve_target(self.dispatch, target, forwarded=forwarded)
         bind_request(scope, actor.actor_id)  # c.request, for its hooks and the handler
         return actor
 
@@ -143,7 +170,7 @@ class RawHandler:
 def _hook_scope(scope: Scope, parts: list[bytes]) -> Scope:
     """The scope the hook sees: the path after ``/request`` (or ``/websocket``), the query
     without the gateway's ``rvt-*`` parameters."""
-    rest = b"/" + b"/".join(parts[4:])
+    rest = _rest(parts).encode("latin-1")
     query = [
         (name, value)
         for name, value in parse_qsl(scope["query_string"].decode("latin-1"), True)
@@ -156,6 +183,11 @@ def _hook_scope(scope: Scope, parts: list[bytes]) -> Scope:
         "root_path": "",
         "query_string": urlencode(query).encode("latin-1"),
     }
+
+
+def _rest(parts: list[bytes]) -> str:
+    """The path after ``/request`` (or ``/websocket``), still percent-encoded."""
+    return (b"/" + b"/".join(parts[4:])).decode("latin-1")
 
 
 def _replay(body: bytes) -> Receive:
@@ -194,5 +226,6 @@ def _as_response(value: Any) -> Response:
 async def _close(socket: WebSocket, code: int, reason: str) -> None:
     if socket.application_state == WebSocketState.DISCONNECTED:
         return
-    with contextlib.suppress(OSError, RuntimeError):  # already closed by the client
+    # Already closed by the client (uvicorn says so with a disconnect).
+    with contextlib.suppress(OSError, RuntimeError, WebSocketDisconnect):
         await socket.close(code, reason)

@@ -25,7 +25,6 @@ WebSocket stacks insist on a matching protocol), ``rivet_encoding.<json|cbor|bar
 from __future__ import annotations
 
 import asyncio
-import hmac
 import logging
 from typing import Any
 from urllib.parse import quote, unquote
@@ -43,7 +42,7 @@ from perdure.runtime.runtime import ActorRuntime
 from perdure.server._asgi import Receive, Scope, Send, body_too_long, header_value, traced
 from perdure.server._errors import public_error
 from perdure.server.outbox import EventFrameCache, SocketTransport
-from perdure.server.pipe import FORWARDED_HEADER, SECRET_HEADER, open_upstream, pipe_to_owner
+from perdure.server.pipe import handed_on_by_peer, open_upstream, pipe_to_owner
 from perdure.server.request_info import bind as bind_request
 from perdure.server.target import (
     parse_conn_params,
@@ -139,14 +138,9 @@ class ConnectHandler:
 
     def _forwarded(self, scope: Scope) -> bool:
         """True for a connection another node piped here; refused without the secret."""
-        if header_value(scope, FORWARDED_HEADER.encode()) is None:
-            return False
-        secret = None if self.cluster is None else self.cluster.config.secret
-        if secret is not None:
-            given = header_value(scope, SECRET_HEADER.encode()) or ""
-            if not hmac.compare_digest(given.encode(), secret.encode()):
-                raise PerdureError("Wrong or missing cluster secret.", code="forbidden")
-        return True
+        return handed_on_by_peer(
+            scope, None if self.cluster is None else self.cluster.config.secret
+        )
 
     async def _serve(
         self, receive: Receive, conn: AnyConnection, transport: SocketTransport
