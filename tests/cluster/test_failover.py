@@ -13,20 +13,17 @@ from __future__ import annotations
 import asyncio
 import os
 import random
-import shutil
 import signal
-import subprocess
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-import psycopg
 import pytest
 
 from perdure.client import ActorError, AsyncActorHandle, TransportError, create_client
 from tests.support.cluster import Cluster, ClusterNode
-from tests.support.postgres import POSTGRES_URL
+from tests.support.postgres import control_local_postgres, require_local_postgres, wait_postgres
 from tests.support.progress import drained
 from tests.support.server import ServerProcess
 
@@ -256,27 +253,17 @@ async def fires_or_zero(handle: AsyncActorHandle) -> int:
         return 0
 
 
-@pytest.mark.skipif(
-    shutil.which("pg_ctlcluster") is None, reason="needs a local PostgreSQL cluster"
-)
 async def test_nodes_recover_by_themselves_after_postgresql_restarts(
     start_cluster: StartCluster,
 ) -> None:
-    if "127.0.0.1" not in POSTGRES_URL and "localhost" not in POSTGRES_URL:
-        pytest.skip("the test PostgreSQL is not this machine's")
+    require_local_postgres()
     nodes = await asyncio.to_thread(start_cluster)
     try:
         async with create_client(nodes[0].url) as client:
             handle = client.progressActor.get_or_create(["pg-restart"])
             await handle.send("jobs", {"value": 1})
             await drained([handle], timeout=90, retry_on=NODE_ERRORS)
-            version = sorted(os.listdir("/etc/postgresql"))[0]
-            await asyncio.to_thread(
-                subprocess.run,
-                ["pg_ctlcluster", "--skip-systemctl-redirect", version, "main", "restart"],
-                check=True,
-                timeout=60,
-            )
+            await asyncio.to_thread(control_local_postgres, "restart")
             await wait_postgres()
             attempts = []
             async with asyncio.timeout(60):
@@ -306,15 +293,3 @@ async def wait_for_log(node: ServerProcess, text: str, timeout: float) -> None:
     async with asyncio.timeout(timeout):
         while text not in node.log():
             await asyncio.sleep(0.1)
-
-
-async def wait_postgres() -> None:
-    async with asyncio.timeout(60):
-        while True:
-            try:
-                connection = await psycopg.AsyncConnection.connect(POSTGRES_URL)
-            except psycopg.Error:
-                await asyncio.sleep(0.25)
-                continue
-            await connection.close()
-            return

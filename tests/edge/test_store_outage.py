@@ -2,8 +2,11 @@
 
 A TCP proxy the test controls sits between the server and PostgreSQL: ``refuse()`` is the
 database killed (connections refused and cut), ``stall()`` is it cut off by the network
-(nothing answers). Calls must fail within the store timeout with 503 ``store.unavailable``
-and ``Retry-After``, ``/ready`` must say so while ``/health`` stays 200, and after the
+(nothing answers). The last test kills the real database itself (an immediate shutdown:
+no checkpoint, crash recovery at the next start) and starts it again.
+
+Calls must fail within the store timeout with 503 ``store.unavailable`` and
+``Retry-After``, ``/ready`` must say so while ``/health`` stays 200, and after the
 database is back the next calls succeed and the stored state holds exactly the writes
 that were acknowledged. Before the fix, calls blocked 60 s and answered 500.
 """
@@ -22,7 +25,15 @@ import httpx
 import pytest
 from websockets.asyncio.client import connect
 
-from tests.support.postgres import POSTGRES_URL, drop_schema, new_schema_name, require_postgres
+from tests.support.postgres import (
+    POSTGRES_URL,
+    control_local_postgres,
+    drop_schema,
+    new_schema_name,
+    require_local_postgres,
+    require_postgres,
+    wait_postgres,
+)
 from tests.support.server import ServerProcess
 from tests.support.tcp_proxy import TcpProxy
 
@@ -45,11 +56,11 @@ def proxy() -> Iterator[TcpProxy]:
         proxy.close()
 
 
-@pytest.fixture
-def server(proxy: TcpProxy, tmp_path: Path) -> Iterator[ServerProcess]:
+def _server(port: int, tmp_path: Path) -> tuple[ServerProcess, str]:
+    """A server on the test database through ``port``, in a schema of its own."""
     schema = new_schema_name()
     parts = urlsplit(POSTGRES_URL)
-    netloc = f"{parts.username or 'postgres'}@127.0.0.1:{proxy.port}"
+    netloc = f"{parts.username or 'postgres'}@127.0.0.1:{port}"
     query = urlencode({"schema": schema})
     store = f"postgresql://{netloc}{parts.path}?{query}"
     process = ServerProcess(
@@ -57,12 +68,33 @@ def server(proxy: TcpProxy, tmp_path: Path) -> Iterator[ServerProcess]:
         tmp_path / "data",
         extra_args=["--store", store, "--store-timeout", str(STORE_TIMEOUT)],
     )
+    return process, schema
+
+
+@pytest.fixture
+def server(proxy: TcpProxy, tmp_path: Path) -> Iterator[ServerProcess]:
+    process, schema = _server(proxy.port, tmp_path)
     process.start()
     try:
         yield process
     finally:
         proxy.resume()
         process.kill()
+        drop_schema(schema)
+
+
+@pytest.fixture
+def direct_server(tmp_path: Path) -> Iterator[ServerProcess]:
+    """A server on the real database, no proxy between (for stopping the database)."""
+    require_local_postgres()
+    process, schema = _server(urlsplit(POSTGRES_URL).port or 5432, tmp_path)
+    process.start()
+    try:
+        yield process
+    finally:
+        process.kill()
+        control_local_postgres("start", check=False)  # running again, whatever the test did
+        asyncio.run(wait_postgres())
         drop_schema(schema)
 
 
@@ -193,3 +225,29 @@ async def _next_answer(ws: Any) -> dict[str, Any]:
         body: dict[str, Any] = json.loads(await asyncio.wait_for(ws.recv(), WAIT))["body"]
         if body["tag"] in ("Error", "ActionResponse"):
             return body
+
+
+async def test_postgresql_killed_and_started_again_under_a_running_server(
+    direct_server: ServerProcess, http: httpx.AsyncClient
+) -> None:
+    server = direct_server
+    assert (await _add(http, server, "pg", 1)).status_code == 200
+
+    # Killed: an immediate shutdown ends every session at once, with no checkpoint.
+    await asyncio.to_thread(control_local_postgres, "stop", "-m", "immediate")
+    response, elapsed = await _timed(_add(http, server, "pg", 2))
+    _assert_unavailable(response, elapsed)
+    response, elapsed = await _timed(_add(http, server, "pg-new", 5))
+    _assert_unavailable(response, elapsed)
+    ready = await _wait_ready(http, server, 503)
+    assert ready.json()["code"] == "unavailable"
+    assert (await http.get(f"{server.url}/health")).status_code == 200
+
+    await asyncio.to_thread(control_local_postgres, "start")
+    await wait_postgres()
+    response = await _recovered_add(http, server, "pg", 3)
+    assert response.status_code == 200, response.text
+    assert server.running  # the server lived through it, no restart
+    assert await _entries(http, server, "pg") == [1, 3]
+    missing = await http.post(_action_url(server, "entries", "pg-new", "get"), json={"args": []})
+    assert missing.status_code == 404, missing.text

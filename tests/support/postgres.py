@@ -7,8 +7,11 @@ database ``test``). When it does not answer, PostgreSQL tests are skipped — ex
 
 from __future__ import annotations
 
+import asyncio
 import os
 import secrets
+import shutil
+import subprocess
 from functools import cache
 
 import psycopg
@@ -19,10 +22,13 @@ from perdure.store.postgres import PostgresStore
 
 __all__ = [
     "POSTGRES_URL",
+    "control_local_postgres",
     "drop_schema",
     "new_schema_name",
     "postgres_store",
+    "require_local_postgres",
     "require_postgres",
+    "wait_postgres",
 ]
 
 POSTGRES_URL = os.environ.get(
@@ -68,3 +74,36 @@ def postgres_store(schema: str, **options: object) -> PostgresStore:
     """An unopened store on the test server in ``schema`` (small pool: tests are many)."""
     options.setdefault("pool_max", 4)
     return PostgresStore(POSTGRES_URL, schema=schema, **options)  # type: ignore[arg-type]
+
+
+def require_local_postgres() -> None:
+    """Skip unless the test server is this machine's and ``pg_ctlcluster`` can stop it
+    (tests that stop, kill or restart the database itself)."""
+    require_postgres()
+    if shutil.which("pg_ctlcluster") is None or not os.path.isdir("/etc/postgresql"):
+        pytest.skip("needs a local PostgreSQL cluster (pg_ctlcluster)")
+    if "127.0.0.1" not in POSTGRES_URL and "localhost" not in POSTGRES_URL:
+        pytest.skip("the test PostgreSQL is not this machine's")
+
+
+def control_local_postgres(action: str, *options: str, check: bool = True) -> None:
+    """``pg_ctlcluster <version> main <action> [options]`` on the local cluster, e.g.
+    ``("stop", "-m", "immediate")`` (the server killed: no shutdown checkpoint, crash
+    recovery at the next start), ``("start",)`` or ``("restart",)``. ``check=False``
+    ignores a failure (``start`` fails when the server is already running)."""
+    version = sorted(os.listdir("/etc/postgresql"))[0]
+    command = ["pg_ctlcluster", "--skip-systemctl-redirect", version, "main", action, *options]
+    subprocess.run(command, check=check, timeout=60, capture_output=True)
+
+
+async def wait_postgres(timeout: float = 60.0) -> None:
+    """Wait until the test server accepts connections again."""
+    async with asyncio.timeout(timeout):
+        while True:
+            try:
+                connection = await psycopg.AsyncConnection.connect(POSTGRES_URL)
+            except psycopg.Error:
+                await asyncio.sleep(0.25)
+                continue
+            await connection.close()
+            return
