@@ -115,3 +115,43 @@ def test_decoding_errors_show_no_python_internals(values_server: ServerProcess) 
         assert error["group"] == "actor", error
         assert error["code"] in ("invalid_request", "unsupported_value"), error
     assert not exists(values_server, key)
+
+
+def test_an_unknown_route_with_undecodable_bytes_still_gets_perdures_error(
+    values_server: ServerProcess,
+) -> None:
+    """A path whose percent-escapes are not UTF-8, and a long one: the 404 body still
+    encodes (no 500), and the path it quotes is bounded."""
+    status, headers, body = _raw(
+        values_server,
+        b"GET /nowhere/%ff%fe" + b"a" * 4000 + b" HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n",
+    )
+    assert status == 404
+    error = _perdure_error(headers, body)
+    assert error["code"] == "route_not_found"
+    assert len(str(error["message"])) < 600
+
+
+async def test_the_not_found_handler_survives_lone_surrogates() -> None:
+    """Other ASGI servers may decode a path with surrogate escapes: the message quotes it
+    readable (replacement characters, not escapes) and bounded (called directly, as
+    Starlette would)."""
+    from starlette.exceptions import HTTPException
+    from starlette.requests import Request
+
+    from perdure.server.app import _http_exception
+
+    scope = {
+        "type": "http",
+        "method": "GET",
+        "path": "/x\udcff" + "a" * 1000,
+        "raw_path": b"/x%ff",
+        "query_string": b"",
+        "headers": [],
+    }
+    response = await _http_exception(Request(scope), HTTPException(404))
+    assert response.status_code == 404
+    error = json.loads(bytes(response.body))
+    assert error["code"] == "route_not_found"
+    assert "\udcff" not in error["message"]
+    assert len(error["message"]) < 600

@@ -149,11 +149,14 @@ def create_app(
 async def _http_exception(request: Request, exc: Exception) -> Response:
     """Unknown routes and methods answer with the usual error body, not plain text."""
     status = exc.status_code if isinstance(exc, HTTPException) else 500
+    # Another ASGI server may hand over a path with lone surrogates (undecodable bytes):
+    # the message must still encode, and stay short.
+    path = str(request.scope.get("path", "")).encode("utf-8", "replace").decode()[:512]
     error: PerdureError
     if status == 405:
-        error = MethodNotAllowed(request.method, request.url.path)
+        error = MethodNotAllowed(request.method, path)
     elif status == 404:
-        error = RouteNotFound(f"No route `{request.url.path}`.")
+        error = RouteNotFound(f"No route `{path}`.")
     else:
         error = PerdureError(str(getattr(exc, "detail", "")) or "Bad request.", code="http_error")
     response = Response(error_body(error, "json", None), status, media_type="application/json")
