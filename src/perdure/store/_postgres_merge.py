@@ -11,7 +11,8 @@ rows it updated (CTE ``a``), so a missing actor's rows are skipped while the oth
 written, and its commit alone fails, as it would alone. Commits of distinct actors touch
 disjoint rows, so the single snapshot all CTEs share is no constraint; within a commit,
 puts and deletes are reduced to their net effect first, as the single statement does.
-Commits that set no actor column, notify, or write schedules take the single path.
+Commits that set no actor column, notify, write schedules or prune the event log take
+the single path.
 """
 
 from __future__ import annotations
@@ -30,8 +31,10 @@ _MERGED_SQL: LiteralString = """
 WITH r AS (
     SELECT * FROM unnest(%(id)b::text[], %(state)b::bytea[], %(initialized)b::boolean[],
                          %(generation)b::bigint[], %(queue_next_id)b::bigint[],
-                         %(set_wake)b::boolean[], %(wake_at)b::bigint[], %(fence)b::bigint[])
-        AS r (actor_id, state, initialized, generation, queue_next_id, set_wake, wake_at, fence)
+                         %(set_wake)b::boolean[], %(wake_at)b::bigint[], %(fence)b::bigint[],
+                         %(event_seq)b::bigint[])
+        AS r (actor_id, state, initialized, generation, queue_next_id, set_wake, wake_at, fence,
+              event_seq)
 ),
 a AS (
     UPDATE actors AS t SET
@@ -39,6 +42,7 @@ a AS (
         initialized = COALESCE(r.initialized, t.initialized),
         generation = COALESCE(r.generation, t.generation),
         queue_next_id = COALESCE(r.queue_next_id, t.queue_next_id),
+        event_seq = COALESCE(r.event_seq, t.event_seq),
         wake_at = CASE WHEN r.set_wake THEN r.wake_at ELSE t.wake_at END
     FROM r WHERE t.actor_id = r.actor_id COLLATE "C"
         AND (r.fence IS NULL OR t.generation = r.fence)
@@ -79,6 +83,16 @@ hd AS (
     USING unnest(%(hd_actor)b::text[], %(hd_location)b::text[]) AS d (actor_id, location), a
     WHERE t.actor_id = d.actor_id COLLATE "C" AND t.location = d.location
       AND a.actor_id = d.actor_id COLLATE "C"
+),
+ep AS (
+    INSERT INTO actor_events (actor_id, seq, name, args, emitted_at)
+    SELECT a.actor_id, e.seq, e.name, e.args, e.emitted_at
+    FROM unnest(%(ep_actor)b::text[], %(ep_seq)b::bigint[], %(ep_name)b::text[],
+                %(ep_args)b::bytea[], %(ep_emitted_at)b::bigint[])
+        AS e (actor_id, seq, name, args, emitted_at)
+    JOIN a ON a.actor_id = e.actor_id COLLATE "C"
+    ON CONFLICT (actor_id, seq) DO UPDATE
+        SET name = EXCLUDED.name, args = EXCLUDED.args, emitted_at = EXCLUDED.emitted_at
 )
 SELECT array_agg(actor_id) FROM a"""
 
@@ -91,6 +105,7 @@ _ACTOR_COLUMNS = (
     "set_wake",
     "wake_at",
     "fence",
+    "event_seq",
 )
 _ROW_ARRAYS: dict[str, tuple[str, ...]] = {
     "queue_put": (
@@ -108,6 +123,7 @@ _ROW_ARRAYS: dict[str, tuple[str, ...]] = {
     "queue_delete": ("qd_actor", "qd_id"),
     "history_put": ("hp_actor", "hp_location", "hp_entry"),
     "history_delete": ("hd_actor", "hd_location"),
+    "event_put": ("ep_actor", "ep_seq", "ep_name", "ep_args", "ep_emitted_at"),
 }
 
 

@@ -26,7 +26,7 @@ from typing import Any, LiteralString
 from perdure.errors import ActorAlreadyExists
 from perdure.keys import serialize_key
 from perdure.store._shared import actor_id_taken, actor_missing, message_row
-from perdure.store.base import ActorCommit, ActorRecord, QueueMessageRecord
+from perdure.store.base import ActorCommit, ActorRecord, EventRecord, QueueMessageRecord
 
 __all__ = [
     "CommitOp",
@@ -171,6 +171,11 @@ _UPSERTS: dict[str, tuple[str, tuple[tuple[str, str], ...], tuple[str, ...]]] = 
         ),
         ("name", "seq"),
     ),
+    "ep": (
+        "actor_events",
+        (("seq", "bigint"), ("name", "text"), ("args", "bytea"), ("emitted_at", "bigint")),
+        ("seq",),
+    ),
 }  # fmt: skip
 _DELETES: dict[str, tuple[str, str, str]] = {
     # part: (table, key column, type)
@@ -186,6 +191,13 @@ _PRUNE = (
     " WHERE f.actor_id = %(actor_id)s AND f.name = p.name AND f.seq <= p.up_to"
     " AND NOT EXISTS (SELECT 1 FROM unnest(%(fd_keep_name)s::text[],"
     " %(fd_keep_seq)s::bigint[]) AS k (name, seq) WHERE k.name = f.name AND k.seq = f.seq))"
+)
+
+
+# Event retention (docs/events.md): one range of the actor's rows, bounded like the log.
+_EVENT_PRUNE = (
+    "ex AS (DELETE FROM actor_events e USING a WHERE e.actor_id = %(actor_id)s"
+    " AND (e.seq <= %(ex_up_to)s::bigint OR e.emitted_at < %(ex_before)s::bigint))"
 )
 
 
@@ -220,6 +232,8 @@ def _part_sql(part: str) -> str:
     """The CTE of one part id: ``qp1`` (one row), ``qpn`` (several), ``fd`` (a prune)."""
     if part == "fd":
         return _PRUNE
+    if part == "ex":
+        return _EVENT_PRUNE
     name, many = part[:2], part[2:] == "n"
     return _upsert_sql(name, many) if name in _UPSERTS else _delete_sql(name, many)
 
@@ -258,7 +272,7 @@ _NOTIFY_EARLIER = (
 )
 _COLUMN_SQL: dict[str, LiteralString] = {
     name: f"{name} = %({name})s"
-    for name in ("state", "initialized", "generation", "wake_at", "queue_next_id")
+    for name in ("state", "initialized", "generation", "wake_at", "queue_next_id", "event_seq")
 }
 
 # (columns, parts, notify, fenced) -> SQL: one text per shape, so psycopg prepares each
@@ -324,7 +338,14 @@ class CommitOp(WriteOp):
 class MergeRows:
     """A commit's net rows, for a merged statement (see :func:`merge_rows`)."""
 
-    __slots__ = ("actor", "history_delete", "history_put", "queue_delete", "queue_put")
+    __slots__ = (
+        "actor",
+        "event_put",
+        "history_delete",
+        "history_put",
+        "queue_delete",
+        "queue_put",
+    )
 
     def __init__(self, commit: ActorCommit) -> None:
         actor_id = commit.actor_id
@@ -336,6 +357,7 @@ class MergeRows:
             commit.set_wake_at,
             commit.wake_at,
             commit.fence,
+            commit.event_seq,
         )
         # Net effect, as the single statement computes it: a put that the same commit
         # deletes is dropped, and a repeated put keeps its last value.
@@ -350,10 +372,15 @@ class MergeRows:
             if location not in gone
         ]
         self.history_delete = [(actor_id, location) for location in sorted(gone)]
+        self.event_put = [
+            (actor_id, e.seq, e.name, bytes(e.args), e.emitted_at) for e in commit.event_put
+        ]
 
     def to_commit(self, actor_id: str) -> ActorCommit:
         """A commit with the same net effect (to build the op's own statement)."""
-        state, initialized, generation, queue_next_id, set_wake_at, wake_at, fence = self.actor
+        state, initialized, generation, queue_next_id, set_wake_at, wake_at, fence, event_seq = (
+            self.actor
+        )
         return ActorCommit(
             actor_id,
             fence=fence,
@@ -367,6 +394,8 @@ class MergeRows:
             queue_delete=[message_id for _, message_id in self.queue_delete],
             history_put={location: entry for _, location, entry in self.history_put},
             history_delete=[location for _, location in self.history_delete],
+            event_put=[EventRecord(*row[1:]) for row in self.event_put],
+            event_seq=event_seq,
         )
 
 
@@ -378,6 +407,7 @@ def merge_rows(commit: ActorCommit) -> MergeRows | None:
         or commit.generation is not None
         or commit.queue_next_id is not None
         or commit.set_wake_at
+        or commit.event_seq is not None
     )
     if not changes_actor:
         return None  # the single statement only locks the row; an UPDATE would rewrite it
@@ -385,6 +415,8 @@ def merge_rows(commit: ActorCommit) -> MergeRows | None:
         return None  # may have to notify other nodes of an earlier alarm
     if commit.schedule_put or commit.schedule_delete or commit.fire_put or commit.fire_prune:
         return None
+    if commit.event_prune is not None:
+        return None  # retention, every so many events: its own statement
     return MergeRows(commit)
 
 
@@ -402,6 +434,8 @@ def _single_statement(commit: ActorCommit, channel: str) -> tuple[LiteralString,
     _history_parts(commit, params, parts)
     if commit.schedule_put or commit.schedule_delete or commit.fire_put or commit.fire_prune:
         _schedule_parts(commit, params, parts)
+    if commit.event_put or commit.event_prune is not None:
+        _event_parts(commit, params, parts)
     return _commit_sql(columns, tuple(parts), notify, commit.fence is not None), params
 
 
@@ -461,6 +495,17 @@ def _schedule_parts(commit: ActorCommit, params: Params, parts: list[str]) -> No
         parts.append(_upsert("fp", list(fires.values()), params))
 
 
+def _event_parts(commit: ActorCommit, params: Params, parts: list[str]) -> None:
+    # The prune reads the statement's snapshot, so it never sees the events put beside
+    # it: prune-then-put, as the contract says.
+    if commit.event_prune is not None:
+        parts.append("ex")
+        params["ex_up_to"], params["ex_before"] = commit.event_prune
+    if commit.event_put:
+        rows = [(e.seq, e.name, bytes(e.args), e.emitted_at) for e in commit.event_put]
+        parts.append(_upsert("ep", rows, params))
+
+
 def _actor_changes(commit: ActorCommit, params: Params) -> tuple[str, ...]:
     """The ``actors`` columns a commit sets; their values go into ``params``."""
     columns: list[str] = []
@@ -479,6 +524,9 @@ def _actor_changes(commit: ActorCommit, params: Params) -> tuple[str, ...]:
     if commit.queue_next_id is not None:
         columns.append("queue_next_id")
         params["queue_next_id"] = commit.queue_next_id
+    if commit.event_seq is not None:
+        columns.append("event_seq")
+        params["event_seq"] = commit.event_seq
     return tuple(columns)
 
 
@@ -489,7 +537,8 @@ WITH d AS (DELETE FROM actors WHERE actor_id = %(actor_id)s RETURNING actor_id),
      q AS (DELETE FROM queue_messages WHERE actor_id = %(actor_id)s),
      h AS (DELETE FROM workflow_history WHERE actor_id = %(actor_id)s),
      s AS (DELETE FROM schedules WHERE actor_id = %(actor_id)s),
-     f AS (DELETE FROM schedule_fires WHERE actor_id = %(actor_id)s)
+     f AS (DELETE FROM schedule_fires WHERE actor_id = %(actor_id)s),
+     e AS (DELETE FROM actor_events WHERE actor_id = %(actor_id)s)
 SELECT count(*) FROM d"""
 
 

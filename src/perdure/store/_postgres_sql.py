@@ -16,6 +16,7 @@ __all__ = [
     "DUE_ACTORS",
     "FIND_ACTOR",
     "GET_ACTOR",
+    "LOAD_EVENTS",
     "LOAD_FIRES",
     "LOAD_HISTORY",
     "LOAD_QUEUE",
@@ -25,7 +26,8 @@ __all__ = [
 ]
 
 ACTOR_COLUMNS = (
-    "actor_id, name, key, created_at, generation, initialized, input, state, wake_at, queue_next_id"
+    "actor_id, name, key, created_at, generation, initialized, input, state, wake_at,"
+    " queue_next_id, event_seq"
 )
 GET_ACTOR = f"SELECT {ACTOR_COLUMNS} FROM actors WHERE actor_id = %s"
 FIND_ACTOR = f"SELECT {ACTOR_COLUMNS} FROM actors WHERE name = %s AND key = %s"
@@ -50,6 +52,10 @@ DUE_ACTORS = (
     " ORDER BY wake_at, actor_id LIMIT %s"
 )
 NEXT_WAKE_AT = "SELECT min(wake_at) FROM actors WHERE wake_at IS NOT NULL"
+LOAD_EVENTS = (
+    "SELECT seq, name, args, emitted_at FROM actor_events"
+    " WHERE actor_id = %s AND seq > %s ORDER BY seq LIMIT %s"
+)
 
 
 def record_from_row(row: tuple[Any, ...]) -> ActorRecord:
@@ -65,4 +71,5 @@ def record_from_row(row: tuple[Any, ...]) -> ActorRecord:
         state=row[7],
         wake_at=row[8],
         queue_next_id=row[9],
+        event_seq=row[10],
     )

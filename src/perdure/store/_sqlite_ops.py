@@ -120,11 +120,17 @@ _FIRE_PUT_SQL = (
     " fired_at, result, finished_at, error) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _FIRE_PRUNE_SQL = "DELETE FROM schedule_fires WHERE actor_id = ? AND name = ? AND seq <= ?"
+_EVENT_PUT_SQL = (
+    "INSERT OR REPLACE INTO actor_events (actor_id, seq, name, args, emitted_at)"
+    " VALUES (?, ?, ?, ?, ?)"
+)
+# Retention: one range of the actor's rows (the log is bounded, so is the scan).
+_EVENT_PRUNE_SQL = "DELETE FROM actor_events WHERE actor_id = ? AND (seq <= ? OR emitted_at < ?)"
 
 
 def _update_sql(columns: tuple[str, ...], fenced: bool) -> str:
     """``UPDATE actors SET …`` for these columns (and ``AND generation = ?`` if fenced);
-    cached, at most 64 variants exist."""
+    cached, at most 128 variants exist."""
     sql = _UPDATE_SQL.get((columns, fenced))
     if sql is None:
         assignments = ", ".join(f"{column} = ?" for column in columns)
@@ -140,6 +146,8 @@ class CommitOp(WriteOp):
 
     __slots__ = (
         "actor_id",
+        "event_prune",
+        "event_put",
         "exists_params",
         "exists_sql",
         "history_delete",
@@ -169,6 +177,11 @@ class CommitOp(WriteOp):
         self.history_put = [(actor_id, loc, e) for loc, e in history.items()] if history else ()
         self.history_delete = [(actor_id, loc) for loc in gone] if gone else ()
         self.schedule_writes = _schedule_writes(commit)
+        events, prune = commit.event_put, commit.event_prune
+        self.event_put = (
+            [(actor_id, e.seq, e.name, e.args, e.emitted_at) for e in events] if events else ()
+        )
+        self.event_prune = () if prune is None else [(actor_id, *prune)]
 
     def apply(self, db: sqlite3.Connection) -> None:
         # The actor row goes first: if it is missing, nothing of this commit is written.
@@ -189,6 +202,10 @@ class CommitOp(WriteOp):
             db.executemany(_HISTORY_DELETE_SQL, self.history_delete)
         for sql, rows in self.schedule_writes:
             db.executemany(sql, rows)
+        if self.event_prune:
+            db.executemany(_EVENT_PRUNE_SQL, self.event_prune)
+        if self.event_put:
+            db.executemany(_EVENT_PUT_SQL, self.event_put)
 
 
 def _schedule_writes(commit: ActorCommit) -> list[tuple[str, list[tuple[Any, ...]]]]:
@@ -241,6 +258,9 @@ def _actor_changes(commit: ActorCommit) -> tuple[tuple[str, ...], list[object]]:
     if commit.queue_next_id is not None:
         columns.append("queue_next_id")
         values.append(commit.queue_next_id)
+    if commit.event_seq is not None:
+        columns.append("event_seq")
+        values.append(commit.event_seq)
     return tuple(columns), values
 
 
@@ -260,6 +280,7 @@ class DeleteOp(WriteOp):
         db.execute("DELETE FROM workflow_history WHERE actor_id = ?", params)
         db.execute("DELETE FROM schedules WHERE actor_id = ?", params)
         db.execute("DELETE FROM schedule_fires WHERE actor_id = ?", params)
+        db.execute("DELETE FROM actor_events WHERE actor_id = ?", params)
 
 
 class CallOp(WriteOp):
@@ -337,4 +358,6 @@ _SEGMENT_ROWS = (
     (_QUEUE_DELETE_SQL, "queue_delete"),
     (_HISTORY_PUT_SQL, "history_put"),
     (_HISTORY_DELETE_SQL, "history_delete"),
+    (_EVENT_PRUNE_SQL, "event_prune"),
+    (_EVENT_PUT_SQL, "event_put"),
 )

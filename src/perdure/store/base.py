@@ -69,6 +69,7 @@ __all__ = [
     "ActorCommit",
     "ActorRecord",
     "Durability",
+    "EventRecord",
     "Lease",
     "NodeRecord",
     "QueueMessageRecord",
@@ -96,6 +97,22 @@ class ActorRecord:
     state: bytes | None = None
     wake_at: int | None = None
     queue_next_id: int = 1
+    event_seq: int = 0
+    """The last sequence number given to an event of the actor (0: none yet)."""
+
+
+@dataclass(frozen=True, slots=True)
+class EventRecord:
+    """One event an actor broadcast, as kept in its event log (docs/events.md).
+
+    ``seq`` grows by one per event of the actor, from 1; ``args`` is the encoded list of
+    the event's arguments; ``emitted_at`` is epoch ms (the age bound of retention).
+    """
+
+    seq: int
+    name: str
+    args: bytes
+    emitted_at: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -246,6 +263,9 @@ class ActorCommit:
     schedule_delete: list[str] = field(default_factory=list)
     fire_put: list[ScheduleFireRecord] = field(default_factory=list)
     fire_prune: list[tuple[str, int]] = field(default_factory=list)
+    event_put: list[EventRecord] = field(default_factory=list)
+    event_seq: int | None = None
+    event_prune: tuple[int, int] | None = None
 
     def delete_message(self, message_id: int) -> None:
         """Remove queue message ``message_id``.
@@ -287,6 +307,9 @@ class ActorCommit:
             and not self.schedule_delete
             and not self.fire_put
             and not self.fire_prune
+            and self.event_seq is None
+            and not self.event_put
+            and self.event_prune is None
         )
 
 
@@ -500,7 +523,7 @@ class Store(ABC):
     @abstractmethod
     async def delete_actor(self, actor_id: str) -> bool:
         """Delete the actor and all its data (queue, workflow history, schedules and their
-        fire history). False if it did not exist."""
+        fire history, event log). False if it did not exist."""
 
     @abstractmethod
     async def list_actors(
@@ -523,6 +546,12 @@ class Store(ABC):
     @abstractmethod
     async def load_schedules(self, actor_id: str) -> list[ScheduleRecord]:
         """All scheduled jobs (one-shot and recurring) of an actor, ordered by id."""
+
+    @abstractmethod
+    async def load_events(self, actor_id: str, after_seq: int, limit: int) -> list[EventRecord]:
+        """The logged events of an actor with ``seq > after_seq``, oldest first, at most
+        ``limit`` (``[]`` when ``limit <= 0``). What retention removed is not returned:
+        the caller compares the first ``seq`` with ``after_seq + 1`` to see a gap."""
 
     @abstractmethod
     async def load_fire_history(

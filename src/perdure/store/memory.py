@@ -28,6 +28,7 @@ from perdure.store._shared import (
 from perdure.store.base import (
     ActorCommit,
     ActorRecord,
+    EventRecord,
     Lease,
     NodeRecord,
     QueueMessageRecord,
@@ -63,6 +64,8 @@ class MemoryStore(Store):
         self._leases: dict[str, tuple[str, int]] = {}
         # node id -> its registration (``actors`` is counted when listed)
         self._nodes: dict[str, NodeRecord] = {}
+        # actor id -> seq -> event (inserted in seq order, so iteration is ordered)
+        self._events: dict[str, dict[int, EventRecord]] = {}
 
     async def open(self) -> None:
         """Mark the store usable. Idempotent."""
@@ -316,6 +319,17 @@ class MemoryStore(Store):
                 schedules[schedule_id] = dataclasses.replace(schedule, args=bytes(schedule.args))
         if commit.fire_put or commit.fire_prune:
             self._apply_fires(commit)
+        if commit.event_put or commit.event_prune is not None:
+            self._apply_events(commit)
+
+    def _apply_events(self, commit: ActorCommit) -> None:
+        log = self._events.setdefault(commit.actor_id, {})
+        if commit.event_prune is not None:
+            up_to, before = commit.event_prune
+            for seq in [s for s, e in log.items() if s <= up_to or e.emitted_at < before]:
+                del log[seq]
+        for event in commit.event_put:
+            log[event.seq] = dataclasses.replace(event, args=bytes(event.args))
 
     def _apply_fires(self, commit: ActorCommit) -> None:
         jobs = self._fires.setdefault(commit.actor_id, {})
@@ -341,6 +355,7 @@ class MemoryStore(Store):
         self._schedules.pop(actor_id, None)
         self._fires.pop(actor_id, None)
         self._leases.pop(actor_id, None)
+        self._events.pop(actor_id, None)
         return True
 
     async def list_actors(
@@ -381,6 +396,14 @@ class MemoryStore(Store):
         self._check_open()
         schedules = self._schedules.get(actor_id, {})
         return [schedules[schedule_id] for schedule_id in sorted(schedules)]
+
+    async def load_events(self, actor_id: str, after_seq: int, limit: int) -> list[EventRecord]:
+        """Logged events with ``seq > after_seq``, oldest first, at most ``limit``."""
+        self._check_open()
+        if limit <= 0:
+            return []
+        log = self._events.get(actor_id, {})
+        return [log[seq] for seq in sorted(log) if seq > after_seq][:limit]
 
     async def load_fire_history(
         self, actor_id: str, name: str, limit: int
@@ -432,4 +455,6 @@ def _updated(record: ActorRecord, commit: ActorCommit) -> ActorRecord:
         changes["wake_at"] = commit.wake_at
     if commit.queue_next_id is not None:
         changes["queue_next_id"] = commit.queue_next_id
+    if commit.event_seq is not None:
+        changes["event_seq"] = commit.event_seq
     return dataclasses.replace(record, **changes) if changes else record  # type: ignore[arg-type]

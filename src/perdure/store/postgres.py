@@ -59,6 +59,7 @@ from perdure.store._postgres_sql import (
     DUE_ACTORS,
     FIND_ACTOR,
     GET_ACTOR,
+    LOAD_EVENTS,
     LOAD_FIRES,
     LOAD_HISTORY,
     LOAD_QUEUE,
@@ -78,6 +79,7 @@ from perdure.store.base import (
     ActorCommit,
     ActorRecord,
     Durability,
+    EventRecord,
     Lease,
     NodeRecord,
     QueueMessageRecord,
@@ -359,6 +361,14 @@ class PostgresStore(Store):
         """All scheduled jobs of an actor, ordered by id."""
         rows = await self._rows(LOAD_SCHEDULES, (actor_id,))
         return [ScheduleRecord(*row) for row in rows]
+
+    async def load_events(self, actor_id: str, after_seq: int, limit: int) -> list[EventRecord]:
+        """Logged events with ``seq > after_seq``, oldest first, at most ``limit``."""
+        if limit <= 0:
+            self._check_open()
+            return []
+        rows = await self._rows(LOAD_EVENTS, (actor_id, after_seq, limit))
+        return [EventRecord(*row) for row in rows]
 
     async def load_fire_history(
         self, actor_id: str, name: str, limit: int

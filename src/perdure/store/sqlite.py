@@ -55,6 +55,7 @@ from perdure.store.base import (
     ActorCommit,
     ActorRecord,
     Durability,
+    EventRecord,
     Lease,
     NodeRecord,
     QueueMessageRecord,
@@ -69,7 +70,8 @@ __all__ = ["SQLiteStore"]
 _SYNCHRONOUS: dict[str, str] = {"process": "NORMAL", "power": "FULL"}
 
 _ACTOR_COLUMNS = (
-    "actor_id, name, key, created_at, generation, initialized, input, state, wake_at, queue_next_id"
+    "actor_id, name, key, created_at, generation, initialized, input, state, wake_at,"
+    " queue_next_id, event_seq"
 )
 _GET_ACTOR = f"SELECT {_ACTOR_COLUMNS} FROM actors WHERE actor_id = ?"
 _FIND_ACTOR = f"SELECT {_ACTOR_COLUMNS} FROM actors WHERE name = ? AND key = ?"
@@ -93,6 +95,10 @@ _DUE_ACTORS = (
     " ORDER BY wake_at, actor_id LIMIT ?"
 )
 _NEXT_WAKE_AT = "SELECT MIN(wake_at) FROM actors WHERE wake_at IS NOT NULL"
+_LOAD_EVENTS = (
+    "SELECT seq, name, args, emitted_at FROM actor_events"
+    " WHERE actor_id = ? AND seq > ? ORDER BY seq LIMIT ?"
+)
 _GET_LEASE = (
     "SELECT generation, owner_node, lease_expires_at FROM actors"
     " WHERE actor_id = ? AND owner_node IS NOT NULL"
@@ -448,6 +454,12 @@ class SQLiteStore(Store):
         """All scheduled jobs of an actor, ordered by id."""
         return [ScheduleRecord(*row) for row in self._rows(_LOAD_SCHEDULES, (actor_id,))]
 
+    async def load_events(self, actor_id: str, after_seq: int, limit: int) -> list[EventRecord]:
+        """Logged events with ``seq > after_seq``, oldest first, at most ``limit``."""
+        if limit <= 0:
+            return []  # SQLite reads LIMIT -1 as "no limit"
+        return [EventRecord(*row) for row in self._rows(_LOAD_EVENTS, (actor_id, after_seq, limit))]
+
     async def load_fire_history(
         self, actor_id: str, name: str, limit: int
     ) -> list[ScheduleFireRecord]:
@@ -485,4 +497,5 @@ def _record(row: Any) -> ActorRecord:
         state=row[7],
         wake_at=row[8],
         queue_next_id=row[9],
+        event_seq=row[10],
     )
