@@ -47,6 +47,7 @@ from urllib.parse import urlsplit
 
 from perdure import __version__
 from perdure.cli_admin import ADMIN_COMMANDS, add_admin_commands, run_admin_command
+from perdure.cli_check import add_check_command, run_check
 from perdure.keys import serialize_key
 from perdure.observe.serving import add_serve_options, configure_logging, enable_otel
 from perdure.registry import Registry
@@ -82,6 +83,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return asyncio.run(_nodes(args))
         if args.command in ADMIN_COMMANDS:
             return run_admin_command(args)
+        if args.command == "check":
+            return run_check(args)
     except CliError as exc:
         print(f"perdure: error: {exc}", file=sys.stderr)
         return 2
@@ -123,6 +126,7 @@ def _parser() -> argparse.ArgumentParser:
     nodes.add_argument("--all", action="store_true", help="also nodes whose heartbeat stopped")
     nodes.add_argument("--json", action="store_true", help="one JSON object per line")
     add_admin_commands(commands)
+    add_check_command(commands)
     return parser
 
 

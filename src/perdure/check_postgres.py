@@ -1,0 +1,53 @@
+"""A PostgreSQL store for ``perdure check``: reads through a pool whose every session is
+read-only (``default_transaction_read_only``), with no writer and no migration."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+from psycopg_pool import AsyncConnectionPool
+
+from perdure.store.postgres import PostgresStore
+
+Connection = psycopg.AsyncConnection[Any]
+
+__all__ = ["read_only_postgres"]
+
+
+class _ReadOnlyPostgres(PostgresStore):
+    """Only the read pool of a :class:`PostgresStore`; the server refuses any write."""
+
+    async def open(self) -> None:
+        pool: AsyncConnectionPool[Connection] = AsyncConnectionPool(
+            self.url,
+            min_size=min(1, self.pool_max),
+            max_size=self.pool_max,
+            kwargs={"autocommit": True, "connect_timeout": max(2, round(self.store_timeout))},
+            configure=self._configure,
+            open=False,
+            name="perdure-check",
+            timeout=self.store_timeout,
+        )
+        try:
+            await pool.open(wait=True, timeout=self.connect_timeout)
+        except BaseException:
+            await pool.close()
+            raise
+        self._pool = pool
+
+    async def _configure(self, conn: Connection) -> None:
+        await super()._configure(conn)
+        await conn.execute("SET default_transaction_read_only = on")
+
+
+def read_only_postgres(store: PostgresStore) -> PostgresStore:
+    """A read-only twin of ``store`` (same database, schema and timeouts), not opened."""
+    return _ReadOnlyPostgres(
+        store.url,
+        schema=store.schema,
+        pool_min=1,
+        pool_max=2,
+        connect_timeout=store.connect_timeout,
+        store_timeout=store.store_timeout,
+    )

@@ -1,0 +1,141 @@
+"""The workflows of the ``perdure check`` tests: the code that ran, and the code to deploy.
+
+``old`` is what ``perdure serve`` ran to fill the store. Every other registry here is a
+version of the code "about to be deployed" that ``perdure check`` judges:
+
+- ``same``: unchanged;
+- ``renamed``: step ``b`` is now ``b2``;
+- ``removed``: the loop body no longer has step ``note``;
+- ``reordered``: step ``c`` now comes before the sleep ``nap``;
+- ``mid_removed``: step ``mid`` (between the loop and the sleep) removed;
+- ``after_frontier``: changed only past every stored workflow's frontier (``c`` renamed,
+  a step ``d`` added);
+- ``broken``: raises outside any step after ``b`` (a failure of another kind);
+- ``finished_changed``: only ``quick`` changed (its workflows have all finished);
+- ``hangs``: awaits something other than a ctx primitive after ``b`` (never ends);
+- ``gone``: the actor type ``legacy`` is no longer in the registry.
+
+Every step body appends ``<version> <location>`` to ``runs-<key>`` in the directory named
+by ``PERDURE_CHECK_DIR``: a test reads there which bodies ran, and the check must add
+nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from perdure import Loop, StepContext, WorkflowContext, actor, setup, workflow
+from perdure import queue as queue_definition
+from perdure.registry import Registry
+
+DIRECTORY_VARIABLE = "PERDURE_CHECK_DIR"
+Body = Callable[[WorkflowContext], Awaitable[Any]]
+
+
+def _marker(version: str) -> Callable[[StepContext], str]:
+    def mark(step: StepContext) -> str:
+        path = Path(os.environ[DIRECTORY_VARIABLE]) / f"runs-{step.key[0]}"
+        with path.open("a") as runs:
+            runs.write(f"{version} {step.location}\n")
+        return step.location
+
+    return mark
+
+
+def _job(
+    version: str,
+    *,
+    first: str = "b",
+    note: bool = True,
+    c_first: bool = False,
+    c_name: str = "c",
+    extra: bool = False,
+    broken: bool = False,
+    mid: bool = True,
+    hangs: bool = False,
+) -> Body:
+    mark = _marker(version)
+
+    async def iteration(ctx: WorkflowContext) -> Any:
+        await ctx.step("work", mark)
+        if note:
+            await ctx.step("note", mark)
+        message = await ctx.queue.next("msg", names="go")
+        return Loop.break_(None) if message.body == "stop" else None
+
+    async def run(ctx: WorkflowContext) -> str:
+        await ctx.step("a", mark)
+        await ctx.step(first, mark)
+        if broken:
+            raise RuntimeError("the new code has a bug")
+        if hangs:
+            await asyncio.sleep(3600)
+        await ctx.loop("loop", iteration)
+        if mid:
+            await ctx.step("mid", mark)
+        if c_first:
+            await ctx.step(c_name, mark)
+        await ctx.sleep("nap", 3600)
+        if not c_first:
+            await ctx.step(c_name, mark)
+        if extra:
+            await ctx.step("d", mark)
+        return "done"
+
+    return run
+
+
+def _quick(version: str, second: str = "b") -> Body:
+    mark = _marker(version)
+
+    async def run(ctx: WorkflowContext) -> str:
+        await ctx.step("a", mark)
+        await ctx.step(second, mark)
+        return "done"
+
+    return run
+
+
+def _legacy(version: str) -> Body:
+    mark = _marker(version)
+
+    async def run(ctx: WorkflowContext) -> Any:
+        await ctx.step("start", mark)
+        return (await ctx.queue.next("wait", names="go")).body
+
+    return run
+
+
+def _registry(job: Body, quick: Body, legacy: Body | None) -> Registry:
+    use = {
+        "job": workflow(
+            state={}, queues={"go": queue_definition()}, run=job, actions={"ping": lambda c: "pong"}
+        ),
+        "quick": workflow(state={}, run=quick, actions={"ping": lambda c: "pong"}),
+        "counter": actor(state={"count": 1}, actions={"ping": lambda c: "pong"}),
+    }
+    if legacy is not None:
+        use["legacy"] = workflow(
+            state={},
+            queues={"go": queue_definition()},
+            run=legacy,
+            actions={"ping": lambda c: "pong"},
+        )
+    return setup(use=use)
+
+
+old = _registry(_job("A"), _quick("A"), _legacy("A"))
+same = _registry(_job("B"), _quick("B"), _legacy("B"))
+renamed = _registry(_job("B", first="b2"), _quick("B"), _legacy("B"))
+removed = _registry(_job("B", note=False), _quick("B"), _legacy("B"))
+reordered = _registry(_job("B", c_first=True), _quick("B"), _legacy("B"))
+mid_removed = _registry(_job("B", mid=False), _quick("B"), _legacy("B"))
+after_frontier = _registry(_job("B", c_name="c2", extra=True), _quick("B"), _legacy("B"))
+broken = _registry(_job("B", broken=True), _quick("B"), _legacy("B"))
+finished_changed = _registry(_job("B"), _quick("B", second="b2"), _legacy("B"))
+hangs = _registry(_job("B", hangs=True), _quick("B"), _legacy("B"))
+gone = _registry(_job("B"), _quick("B"), None)
