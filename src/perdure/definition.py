@@ -16,7 +16,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
+from perdure._names import keywords_checked
+from perdure._time import duration_seconds
 from perdure.errors import ActionNotFound, DefinitionError, InvalidRequest, QueueError
+from perdure.queue_message import (
+    DEFAULT_MAX_ATTEMPTS,
+    DEFAULT_VISIBILITY_TIMEOUT,
+    check_max_attempts,
+)
 from perdure.schemas import (
     ArgConverter,
     adapter_for,
@@ -127,9 +134,16 @@ class EventSpec:
 
 @dataclass(frozen=True, slots=True)
 class QueueSpec:
-    """A durable queue; ``schema`` validates message bodies (pydantic ``TypeAdapter``)."""
+    """A durable queue; ``schema`` validates message bodies (pydantic ``TypeAdapter``).
+
+    ``visibility_timeout`` (seconds) and ``max_attempts`` are the lease of a completable
+    message received outside a workflow (docs/queues.md): hidden that long, redelivered
+    unless completed, a dead letter after ``max_attempts`` deliveries.
+    """
 
     schema: Any = None
+    visibility_timeout: float = DEFAULT_VISIBILITY_TIMEOUT
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS
 
 
 def event(schema: Any = None) -> EventSpec:
@@ -137,9 +151,17 @@ def event(schema: Any = None) -> EventSpec:
     return EventSpec(schema)
 
 
-def queue(schema: Any = None) -> QueueSpec:
-    """Declare a queue, optionally with a body schema."""
-    return QueueSpec(schema)
+@keywords_checked("queue()")
+def queue(
+    schema: Any = None,
+    *,
+    visibility_timeout: float | _dt.timedelta = DEFAULT_VISIBILITY_TIMEOUT,
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+) -> QueueSpec:
+    """Declare a queue, optionally with a body schema, and the lease of its completable
+    messages outside workflows (seconds or ``timedelta``; ``max_attempts >= 1``)."""
+    timeout = duration_seconds(visibility_timeout, "queue() visibility_timeout")
+    return QueueSpec(schema, timeout, check_max_attempts(max_attempts, "queue() max_attempts"))
 
 
 @dataclass(frozen=True, slots=True)

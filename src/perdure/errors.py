@@ -55,11 +55,13 @@ __all__ = [
     "ActorNotFound",
     "ActorStopping",
     "ArgumentError",
+    "DeadLetterNotFound",
     "DefinitionError",
     "EngineSignal",
     "InternalError",
     "InvalidRequest",
     "MessageError",
+    "MessageNotDead",
     "PerdureError",
     "QueueError",
     "ScheduleError",
@@ -193,6 +195,20 @@ class QueueError(PerdureError):
     group = "queue"
     default_code = "invalid"
     status = 400
+
+
+class DeadLetterNotFound(QueueError):
+    """The actor has no dead letter with this id (docs/queues.md)."""
+
+    default_code = "dead_letter_not_found"
+    status = 404
+
+
+class MessageNotDead(QueueError):
+    """A requeue or drop named a message that is still in the live queue."""
+
+    default_code = "message_not_dead"
+    status = 409
 
 
 class MessageError(PerdureError):

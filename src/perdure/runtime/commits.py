@@ -115,6 +115,10 @@ class CommitPipeline:
         """Remove a queue message (a put still staged is simply dropped)."""
         self._pending.delete_message(message_id)
 
+    def update_message(self, record: QueueMessageRecord) -> None:
+        """Write a queue message's new lease or dead-letter state (a put of the record)."""
+        self._pending.update_message(record)
+
     def write_history(self, puts: Mapping[str, bytes], deletes: Iterable[str]) -> None:
         """Write workflow history entries (encoded, by location); delete locations."""
         pending = self._pending

@@ -35,6 +35,7 @@ from perdure.runtime.raw import NoRawHandler, serve_raw
 
 if TYPE_CHECKING:
     from perdure.definition import ActorDefinition
+    from perdure.runtime.events import EventSink, Since
     from perdure.runtime.instance import ActorInstance
     from perdure.runtime.runtime import ActorRuntime
     from perdure.store.base import ActorRecord
@@ -123,10 +124,11 @@ Operation = CallAction | SendMessage
 @dataclass(frozen=True, slots=True)
 class Administer:
     """An operator's operation on a live actor (the admin API): ``retry`` or ``replay``
-    (from ``argument``, a history location) its workflow, or ``unschedule`` (the
-    schedule id ``argument``). See :mod:`perdure.runtime.repair`."""
+    (from ``argument``, a history location) its workflow, ``unschedule`` (the schedule id
+    ``argument``), or ``requeue``/``drop`` a dead letter (the message id ``argument``).
+    See :mod:`perdure.runtime.repair` and :mod:`perdure.runtime.leases`."""
 
-    kind: Literal["retry", "replay", "unschedule"]
+    kind: Literal["retry", "replay", "unschedule", "requeue", "drop"]
     argument: str | None = None
 
 
@@ -376,13 +378,17 @@ class ActorRef:
         return await instance.current_workflow_status()
 
     async def administer(self, operation: Administer) -> Any:
-        """Repair the actor's workflow or cancel one of its schedules (waking it): the
-        workflow's status after a repair, ``None`` after a cancel."""
+        """Repair the actor's workflow, cancel one of its schedules or requeue or drop a
+        dead letter (waking it): the workflow's status after a repair, the message after
+        a requeue, ``None`` otherwise."""
         instance, result = await self._route(operation)
         if instance is None:
             return result
+        from perdure.runtime.leases import administer_dead_letter
         from perdure.runtime.repair import cancel_schedule, repair_workflow
 
+        if operation.kind in ("requeue", "drop"):
+            return await administer_dead_letter(instance, operation.kind, operation.argument)
         if operation.kind == "unschedule":
             await cancel_schedule(instance, operation.argument or "")
             return None
@@ -492,6 +498,11 @@ class ConnectionRef:
     def unsubscribe(self, event: str) -> None:
         """Stop receiving events named ``event``."""
         self._conn.subscriptions.discard(event)
+
+    async def follow(self, since: Since, sink: EventSink) -> None:
+        """Resume the actor's events from ``since`` into ``sink``: each once, in order,
+        numbered; a gap first when the log no longer holds it (docs/events.md)."""
+        await self._instance.events.follow(self._conn, since, sink)
 
     def is_subscribed(self, event: str) -> bool:
         """True when the connection receives events named ``event``."""

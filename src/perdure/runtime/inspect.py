@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from perdure.runtime.instance import ActorInstance
     from perdure.runtime.runtime import ActorRuntime
 
-__all__ = ["ActorInspector", "entry_view", "shown"]
+__all__ = ["ActorInspector", "dead_letter", "entry_view", "shown"]
 
 AwakeFilter = Literal["all", "awake", "asleep"]
 # A search reads at most this many stored actors per request; the cursor goes on from there.
@@ -157,16 +157,30 @@ class ActorInspector:
         meta, entries = decode_history(history)
         held = _held_messages(entries)
         queue = await runtime.store.load_queue(actor_id)
+        live = [message for message in queue if message.dead_at is None]
         return {
             "actor": await self.actor_row(record),
             "state": _decoded(record.state) if instance is None else shown(instance.state),
             "connections": [] if instance is None else _connections(instance),
-            "queue": [_message(message, message.id in held) for message in queue],
+            "queue": [_message(message, message.id in held) for message in live],
+            "dead_letters": [dead_letter(m) for m in queue if m.dead_at is not None],
             "schedules": await self._schedules(actor_id),
             "workflow": None
             if definition is None or definition.kind != "workflow"
             else _workflow(meta, entries),
         }
+
+    async def dead_letters(self, actor_id: str, queue: str | None) -> list[dict[str, Any]]:
+        """The actor's dead letters (of one queue, if given), read from the store without
+        waking it; ``actor.not_found`` if there is no such actor."""
+        store = self._runtime.store
+        if await store.get_actor(actor_id) is None:
+            raise ActorNotFound()
+        return [
+            dead_letter(message)
+            for message in await store.load_queue(actor_id)
+            if message.dead_at is not None and (queue is None or message.name == queue)
+        ]
 
     async def _schedules(self, actor_id: str) -> list[dict[str, Any]]:
         store = self._runtime.store
@@ -224,6 +238,21 @@ def _message(message: QueueMessageRecord, held: bool) -> dict[str, Any]:
         "body": _decoded(message.body),
         "created_at": message.created_at,
         "held": held,
+        "attempts": message.attempts,
+        "visible_at": message.visible_at,
+    }
+
+
+def dead_letter(message: QueueMessageRecord) -> dict[str, Any]:
+    """A dead letter as the admin API shows it (docs/queues.md)."""
+    return {
+        "id": message.id,
+        "queue": message.name,
+        "body": _decoded(message.body),
+        "created_at": message.created_at,
+        "attempts": message.attempts,
+        "dead_at": message.dead_at,
+        "error": message.error,
     }
 
 

@@ -138,6 +138,8 @@ class ActorInstance:
             self.queue = ActorQueue(self, records)
         if self._wake_at is not None and self._wake_at <= self.runtime.clock.now_ms():
             self._write_wake_at(None)  # due alarms are handled now; sources re-arm what's left
+        if self.queue is not None:
+            self.queue.leases.start()  # the alarm of leases and nack delays still to come
         await self.schedules.load()  # before on_create/on_wake, which may upsert jobs
         if not self.record.initialized:
             await self._create()

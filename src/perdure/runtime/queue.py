@@ -5,15 +5,17 @@ Messages live in the store and, while the actor is awake, in memory (bounded by
 next flush. Receivers take messages in id order among the names they ask for.
 
 Receiving outside a workflow removes the message with the next flush (at most once);
-``completable=True`` keeps it until ``complete()`` (at least once). Inside a workflow the
-engine removes the message in the same transaction that records it in history, so a
-message is never lost and never applied twice.
+``completable=True`` leases it until ``complete()`` (at least once: redelivered when the
+lease runs out, a dead letter after ``max_attempts``; :mod:`perdure.runtime.leases`).
+Inside a workflow the engine removes the message in the same transaction that records it
+in history, so a message is never lost and never applied twice.
 """
 
 from __future__ import annotations
 
 import asyncio
 import datetime as _dt
+import math
 from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
@@ -23,6 +25,7 @@ from perdure._time import optional_duration
 from perdure.errors import ActorAborted, QueueError
 from perdure.queue_message import QueueMessage
 from perdure.runtime.clock import wait_first
+from perdure.runtime.leases import LeaseOptions, QueueLeases, lease_options
 from perdure.schemas import to_plain
 from perdure.store.base import QueueMessageRecord
 from perdure.store.codec import decode_value, encode_value
@@ -62,11 +65,17 @@ class ActorQueue:
 
     def __init__(self, instance: ActorInstance, records: Iterable[QueueMessageRecord]) -> None:
         self._instance = instance
-        self._messages: dict[int, QueueMessageRecord] = {r.id: r for r in records}
-        self._held: set[int] = set()  # completable messages received, not yet completed
+        self._messages: dict[int, QueueMessageRecord] = {}
+        self.dead: dict[int, QueueMessageRecord] = {}  # dead letters, by id
+        for record in records:
+            (self._messages if record.dead_at is None else self.dead)[record.id] = record
+        # Completable messages a workflow received, not yet completed (a leased message
+        # is hidden by its visible_at instead).
+        self._held: set[int] = set()
         self._next_id = instance.record.queue_next_id
         self._waiters: list[_Waiter] = []
         self._completions: dict[int, asyncio.Future[Any]] = {}
+        self.leases = QueueLeases(self, instance)
 
     # ------------------------------------------------------------------ sending
 
@@ -102,7 +111,7 @@ class ActorQueue:
         self._next_id += 1
         self._messages[record.id] = record
         self._instance.commits.put_message(record, self._next_id)
-        self._wake_waiters(name)
+        self.wake_waiters(name)
         return record
 
     async def send(
@@ -162,10 +171,13 @@ class ActorQueue:
     def available(self, names: frozenset[str] | None, count: int) -> list[QueueMessageRecord]:
         """Up to ``count`` messages matching ``names`` (all if None), in id order."""
         found: list[QueueMessageRecord] = []
+        now = self._instance.runtime.clock.now_ms()
         for message_id in sorted(self._messages):
             if message_id in self._held:
                 continue
             record = self._messages[message_id]
+            if record.visible_at is not None and record.visible_at > now:
+                continue  # leased, or given back with a delay
             if names is None or record.name in names:
                 found.append(record)
                 if len(found) == count:
@@ -180,17 +192,53 @@ class ActorQueue:
     def consume(self, records: Sequence[QueueMessageRecord], *, completable: bool) -> None:
         """Claim messages: remove them (with the next flush) or hold them until completed."""
         commits = self._instance.commits
-        counts: dict[str, int] = {}
         for record in records:
-            counts[record.name] = counts.get(record.name, 0) + 1
             if completable:
                 self._held.add(record.id)
             else:
                 del self._messages[record.id]
                 commits.delete_message(record.id)
+        self.observe_consumed(records)
+
+    def observe_consumed(self, messages: Sequence[QueueMessageRecord | QueueMessage]) -> None:
+        """Tell the observer how many messages of each queue were received."""
+        counts: dict[str, int] = {}
+        for message in messages:
+            counts[message.name] = counts.get(message.name, 0) + 1
         observer = self._instance.observer
         for queue_name, count in counts.items():
             observer.message_consumed(self._instance, queue_name, count)
+
+    # ------------------------------------------------------------ lease support
+
+    def live(self, message_id: int) -> QueueMessageRecord | None:
+        """The live (not dead) message with this id, if it is still queued."""
+        return self._messages.get(message_id)
+
+    def is_held(self, message_id: int) -> bool:
+        """True while a workflow holds the message (received completable, not completed)."""
+        return message_id in self._held
+
+    def replace(self, record: QueueMessageRecord) -> None:
+        """Put a live message's new version in memory (the caller stages its write)."""
+        self._messages[record.id] = record
+
+    def remove(self, message_id: int, *, keep_row: bool = False) -> None:
+        """Take a message out of the live queue; its row is deleted unless ``keep_row``."""
+        self._held.discard(message_id)
+        if self._messages.pop(message_id, None) is not None and not keep_row:
+            self._instance.commits.delete_message(message_id)
+
+    def next_visible(self, now: int) -> int | None:
+        """The earliest ``visible_at`` after ``now`` (a lease or a nack delay), if any."""
+        return min(
+            (r.visible_at for r in self._messages.values() if r.visible_at and r.visible_at > now),
+            default=None,
+        )
+
+    def visible_names(self, now: int) -> set[str]:
+        """The queues of messages whose ``visible_at`` has come (leases run out)."""
+        return {r.name for r in self._messages.values() if r.visible_at and r.visible_at <= now}
 
     def hold(self, message_id: int) -> None:
         """Mark a message as received-but-not-completed (replayed from workflow history)."""
@@ -203,11 +251,11 @@ class ActorQueue:
         if record.id in self._messages:
             # Still here: a completable message the deleted receive held, not completed.
             self._held.discard(record.id)
-            self._wake_waiters(record.name)
+            self.wake_waiters(record.name)
             return
         self._messages[record.id] = record
         self._instance.commits.put_message(record, self._next_id)
-        self._wake_waiters(record.name)
+        self.wake_waiters(record.name)
 
     def forget(self, message_id: int) -> None:
         """Drop a message from memory (it was consumed by a committed history entry)."""
@@ -261,7 +309,8 @@ class ActorQueue:
             if waiter in self._waiters:
                 self._waiters.remove(waiter)
 
-    def _wake_waiters(self, name: str) -> None:
+    def wake_waiters(self, name: str) -> None:
+        """Wake the receivers waiting for messages of queue ``name``."""
         for waiter in self._waiters:
             if (waiter.names is None or name in waiter.names) and not waiter.future.done():
                 waiter.future.set_result(None)
@@ -293,21 +342,38 @@ class QueueReceiver:
         count: int = 1,
         timeout: float | _dt.timedelta | None = None,
         completable: bool = False,
+        visibility_timeout: float | _dt.timedelta | None = None,
+        max_attempts: int | None = None,
     ) -> list[QueueMessage]:
         """Wait for at least one matching message; return up to ``count`` ([] on timeout).
 
-        ``timeout`` is seconds or a ``timedelta``; ``None`` waits until one comes.
+        ``timeout`` is seconds or a ``timedelta``; ``None`` waits until one comes. A
+        ``completable`` receive leases its messages (docs/queues.md): ``visibility_timeout``
+        and ``max_attempts`` override the queue's, and the lease is durable before this
+        returns.
         """
-        timeout = optional_duration(timeout, "c.queue.next_batch() timeout")
+        call = "c.queue.next_batch()"
+        timeout = optional_duration(timeout, f"{call} timeout")
+        options = lease_options(call, completable, visibility_timeout, max_attempts)
         wanted = _names(names)
+        clock = self._instance.runtime.clock
+        deadline = None if timeout is None else clock.now_ms() + math.ceil(timeout * 1000)
         activity = self._instance.activity
-        activity.run_waiting(True)
-        try:
-            if not await self._queue.wait_for(wanted, timeout):
-                return []
-        finally:
-            activity.run_waiting(False)
-        return self._queue.take(self._queue.available(wanted, count), completable=completable)
+        while True:
+            left = None if deadline is None else max(0.0, (deadline - clock.now_ms()) / 1000)
+            activity.run_waiting(True)
+            try:
+                if not await self._queue.wait_for(wanted, left):
+                    return []
+            finally:
+                activity.run_waiting(False)
+            # Woken for a message another receiver took first, or one that became a dead
+            # letter: wait again for what is left of the timeout.
+            batch = self._take(wanted, count, completable, options)
+            if batch:
+                if completable:
+                    await self._instance.request_flush()  # the lease, before the consumer runs
+                return batch
 
     @keywords_checked("c.queue.next()")
     async def next(
@@ -316,9 +382,18 @@ class QueueReceiver:
         *,
         timeout: float | _dt.timedelta | None = None,
         completable: bool = False,
+        visibility_timeout: float | _dt.timedelta | None = None,
+        max_attempts: int | None = None,
     ) -> QueueMessage | None:
         """One message, waiting up to ``timeout`` (``None`` on timeout)."""
-        batch = await self.next_batch(names, count=1, timeout=timeout, completable=completable)
+        batch = await self.next_batch(
+            names,
+            count=1,
+            timeout=timeout,
+            completable=completable,
+            visibility_timeout=visibility_timeout,
+            max_attempts=max_attempts,
+        )
         return batch[0] if batch else None
 
     @keywords_checked("c.queue.try_next_batch()")
@@ -328,31 +403,74 @@ class QueueReceiver:
         *,
         count: int = 1,
         completable: bool = False,
+        visibility_timeout: float | _dt.timedelta | None = None,
+        max_attempts: int | None = None,
     ) -> list[QueueMessage]:
-        """Up to ``count`` messages, without waiting."""
-        wanted = _names(names)
-        return self._queue.take(self._queue.available(wanted, count), completable=completable)
+        """Up to ``count`` messages, without waiting. A completable receive's lease is
+        durable with the actor's next flush (``await c.queue.next(...)`` waits for it)."""
+        options = lease_options(
+            "c.queue.try_next_batch()", completable, visibility_timeout, max_attempts
+        )
+        return self._take(_names(names), count, completable, options)
 
     @keywords_checked("c.queue.try_next()")
     def try_next(
-        self, names: Iterable[str] | str | None = None, *, completable: bool = False
+        self,
+        names: Iterable[str] | str | None = None,
+        *,
+        completable: bool = False,
+        visibility_timeout: float | _dt.timedelta | None = None,
+        max_attempts: int | None = None,
     ) -> QueueMessage | None:
         """One message or ``None``, without waiting."""
-        batch = self.try_next_batch(names, count=1, completable=completable)
+        batch = self.try_next_batch(
+            names,
+            count=1,
+            completable=completable,
+            visibility_timeout=visibility_timeout,
+            max_attempts=max_attempts,
+        )
         return batch[0] if batch else None
 
     @keywords_checked("c.queue.iter()")
     async def iter(
-        self, names: Iterable[str] | str | None = None, *, completable: bool = False
+        self,
+        names: Iterable[str] | str | None = None,
+        *,
+        completable: bool = False,
+        visibility_timeout: float | _dt.timedelta | None = None,
+        max_attempts: int | None = None,
     ) -> AsyncIterator[QueueMessage]:
         """Messages as they come; ends quietly when the actor shuts down."""
+        lease_options("c.queue.iter()", completable, visibility_timeout, max_attempts)
         while True:
             try:
-                message = await self.next(names, completable=completable)
+                message = await self.next(
+                    names,
+                    completable=completable,
+                    visibility_timeout=visibility_timeout,
+                    max_attempts=max_attempts,
+                )
             except ActorAborted:
                 return
             if message is not None:
                 yield message
+
+    def _take(
+        self, wanted: frozenset[str] | None, count: int, completable: bool, options: LeaseOptions
+    ) -> list[QueueMessage]:
+        """Receive up to ``count`` available messages: leased if ``completable``. Messages
+        that became dead letters instead are replaced by the next ones."""
+        queue = self._queue
+        if not completable:
+            return queue.take(queue.available(wanted, count), completable=False)
+        taken: list[QueueMessage] = []
+        while len(taken) < count:
+            records = queue.available(wanted, count - len(taken))
+            if not records:
+                break
+            taken.extend(queue.leases.take(records, options))
+        return taken
 
 
 def _names(names: Iterable[str] | str | None) -> frozenset[str] | None:

@@ -4,7 +4,8 @@ What an operator needs to see inside a running server and repair it: actor types
 counts, a search over actors, one actor's state, connections, queue, schedules with
 their fire history and workflow history, a live feed of its changes (Server-Sent
 Events), and operations — call an action, send a queue message, retry a failed
-workflow or replay it from a step, cancel a schedule, destroy the actor. The inspector
+workflow or replay it from a step, cancel a schedule, list, requeue or drop dead letters
+(docs/queues.md), destroy the actor. The inspector
 UI (``/ui/``) and the ``perdure inspect``/``workflow``/``destroy`` commands are built on
 it. Every route is guarded by :class:`~perdure.server.access.AdminAccess` (loopback
 only unless the server has an admin token), and answers errors with perdure's JSON
@@ -204,6 +205,28 @@ class _AdminApi:
         await self.dispatch.ref(actor_id).administer(Administer("unschedule", schedule_id))
         return json_response({})
 
+    async def dead_letters(self, request: Request) -> Response:
+        """``GET /admin/actors/{id}/dead-letters?queue=``: read without waking the actor."""
+        actor_id = request.path_params["actor_id"]
+        queue = request.query_params.get("queue") or None
+        letters = await self.inspector.dead_letters(actor_id, queue)
+        return json_response({"dead_letters": [shown(letter) for letter in letters]})
+
+    async def requeue(self, request: Request) -> Response:
+        """``POST /admin/actors/{id}/dead-letters/{message_id}/requeue``."""
+        actor_id = request.path_params["actor_id"]
+        await self._name_of(actor_id)
+        operation = Administer("requeue", request.path_params["message_id"])
+        return json_response({"requeued": await self.dispatch.ref(actor_id).administer(operation)})
+
+    async def drop(self, request: Request) -> Response:
+        """``DELETE /admin/actors/{id}/dead-letters/{message_id}``."""
+        actor_id = request.path_params["actor_id"]
+        await self._name_of(actor_id)
+        operation = Administer("drop", request.path_params["message_id"])
+        await self.dispatch.ref(actor_id).administer(operation)
+        return json_response({})
+
     async def destroy(self, request: Request) -> Response:
         """``DELETE /admin/actors/{id}``."""
         actor_id = request.path_params["actor_id"]
@@ -277,4 +300,7 @@ def admin_routes(runtime: ActorRuntime, access: AdminAccess) -> list[Route]:
         Route(actor + "/workflow/retry", guard(api.retry), methods=["POST"]),
         Route(actor + "/workflow/replay", guard(api.replay), methods=["POST"]),
         Route(actor + "/schedules/{schedule_id}", guard(api.unschedule), methods=["DELETE"]),
+        Route(actor + "/dead-letters", guard(api.dead_letters), methods=["GET"]),
+        Route(actor + "/dead-letters/{message_id}/requeue", guard(api.requeue), methods=["POST"]),
+        Route(actor + "/dead-letters/{message_id}", guard(api.drop), methods=["DELETE"]),
     ]

@@ -70,6 +70,25 @@ _SCHEMAS: dict[str, Any] = {
                 "type": "boolean",
                 "description": "Received by the workflow as completable, not completed yet.",
             },
+            "attempts": {
+                "type": "integer",
+                "description": "Deliveries to completable receives outside a workflow.",
+            },
+            "visible_at": {
+                **_MS_OR_NULL,
+                "description": "Hidden until then (leased, or given back with a delay).",
+            },
+        }
+    ),
+    "DeadLetter": _object(
+        {
+            "id": {"type": "integer"},
+            "queue": {"type": "string"},
+            "body": _ANY,
+            "created_at": _MS,
+            "attempts": {"type": "integer"},
+            "dead_at": _MS,
+            "error": {"type": ["string", "null"], "description": "Why it died."},
         }
     ),
     "Fire": _object(
@@ -136,6 +155,7 @@ _SCHEMAS: dict[str, Any] = {
             "state": _ANY,
             "connections": {"type": "array", "items": _ref("Connection")},
             "queue": {"type": "array", "items": _ref("QueueMessage")},
+            "dead_letters": {"type": "array", "items": _ref("DeadLetter")},
             "schedules": {"type": "array", "items": _ref("Schedule")},
             "workflow": {"oneOf": [_ref("Workflow"), {"type": "null"}]},
         }
@@ -301,6 +321,44 @@ def _paths() -> dict[str, Any]:
                 {"name": "schedule_id", "in": "path", "required": True, "schema": string},
             ],
             "delete": _operation("Cancel a schedule (one-shot, cron or interval job).", empty),
+        },
+        **_dead_letter_paths(empty),
+    }
+
+
+def _dead_letter_paths(empty: dict[str, Any]) -> dict[str, Any]:
+    """The dead letters of an actor's queues (docs/queues.md)."""
+    message_id = {
+        "name": "message_id",
+        "in": "path",
+        "required": True,
+        "schema": {"type": "integer"},
+    }
+    letters = _object({"dead_letters": {"type": "array", "items": _ref("DeadLetter")}})
+    requeued = _object(
+        {"id": {"type": "integer"}, "queue": {"type": "string"}, "attempts": {"type": "integer"}}
+    )
+    not_dead = {"409": _json(_ref("Error"), "The message is live (`queue.message_not_dead`).")}
+    return {
+        "/admin/actors/{actor_id}/dead-letters": {
+            "parameters": [_ACTOR_ID],
+            "get": _operation(
+                "The actor's dead letters, oldest message first (read without waking it).",
+                _json(letters),
+                parameters=[_query("queue", "Only this queue's.", {"type": "string"})],
+            ),
+        },
+        "/admin/actors/{actor_id}/dead-letters/{message_id}/requeue": {
+            "parameters": [_ACTOR_ID, message_id],
+            "post": _operation(
+                "Put a dead letter back in its queue, its attempts reset.",
+                _json(_object({"requeued": requeued})),
+                extra=not_dead,
+            ),
+        },
+        "/admin/actors/{actor_id}/dead-letters/{message_id}": {
+            "parameters": [_ACTOR_ID, message_id],
+            "delete": _operation("Drop a dead letter for good.", empty, extra=not_dead),
         },
     }
 

@@ -370,7 +370,7 @@ async def _serve(ref: ActorRef, request: dict[str, Any]) -> Any:
         return result.to_dict()
     if op == "admin":
         kind = request.get("kind")
-        if kind not in ("retry", "replay", "unschedule"):
+        if kind not in ("retry", "replay", "unschedule", "requeue", "drop"):
             raise InvalidRequest(f"Unknown forwarded admin operation `{kind}`.")
         return await ref.administer(Administer(kind, request.get("argument")))
     if op == "$status":
