@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
 from typing import Any
+
+from perdure.client import Client
+from tests.check.flows import DIRECTORY_VARIABLE
+from tests.support.server import ServerProcess
 
 from .conftest import Stored, runs
 
@@ -156,3 +162,22 @@ def test_no_database_is_a_usage_error(stored: Stored) -> None:
     done = stored.check("same", store=str(stored.work / "nothing.db"))
     assert done.returncode == 2, done.stdout + done.stderr
     assert not (stored.work / "nothing.db").exists()
+
+
+def test_beside_a_running_server(stored: Stored, tmp_path: Path) -> None:
+    """A server holds the file (and its -wal): the check reads beside it, as the
+    server's own readers do, and the server goes on undisturbed."""
+    copy = Stored(tmp_path / "data", stored.work)
+    copy.data.mkdir()
+    shutil.copy(stored.data / "perdure.db", copy.data / "perdure.db")
+    server = ServerProcess(
+        "tests.check.flows:old", copy.data, env={DIRECTORY_VARIABLE: str(stored.work)}
+    ).start()
+    try:
+        report, status = copy.check_json("renamed")
+        assert status == 1, report
+        assert {f["key"][0] for f in report["problems"]} == {"waiting", "midloop", "sleeping"}
+        with Client(server.url) as client:
+            assert client.counter.get_or_create("plain").ping() == "pong"
+    finally:
+        assert server.terminate() == 0, server.log()
