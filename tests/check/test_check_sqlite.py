@@ -119,6 +119,7 @@ def test_a_workflow_that_raises_on_replay_is_reported_not_fatal(stored: Stored) 
     assert set(found) == {"waiting", "midloop", "sleeping"}, report
     assert all(f["kind"] == "error" for f in found.values())
     assert "RuntimeError: the new code has a bug" in found["midloop"]["message"]
+    assert found["midloop"]["location"] == "b"  # the last entry it reached
     # The other actors were still judged.
     assert report["workflows"] == 5
     assert report["outcomes"]["error"] == 3

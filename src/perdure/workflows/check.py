@@ -155,6 +155,14 @@ class CheckRunner(WorkflowRunner):
     """The engine's runner, stopped at the frontier instead of executing it."""
 
     history: _WatchedHistory
+    # The last entry the replay reached: where an unexpected exception is reported.
+    reached: str | None = None
+
+    def expect(self, scope: str, name: str, kind: str) -> tuple[str, Entry | None]:
+        """Visit an entry as the engine does, remembering it."""
+        location, entry = super().expect(scope, name, kind)
+        self.reached = location
+        return location, entry
 
     async def load(self) -> None:
         """Load as a restart does, then watch the history."""
@@ -224,6 +232,8 @@ class CheckRunner(WorkflowRunner):
         return Verdict(
             "error",
             status,
+            self.reached,
+            code=None if self.reached is None else f"raises after `{self.reached}`",
             message=f"{type(exc).__name__}: {exc}",
             fix="the new code raises on this stored history; fix the workflow code",
         )
