@@ -41,7 +41,7 @@ from perdure.keys import Key, normalize_key, serialize_key
 __all__ = ["ADMIN_COMMANDS", "DEFAULT_URL", "add_admin_commands", "run_admin_command"]
 
 DEFAULT_URL = "http://127.0.0.1:6420"
-ADMIN_COMMANDS = frozenset({"inspect", "workflow", "destroy"})
+ADMIN_COMMANDS = frozenset({"inspect", "workflow", "destroy", "dead-letters"})
 
 _UNSETTLED = frozenset({"pending", "running"})
 _POLL_INTERVAL = 0.2  # seconds between looks at a retried or replayed workflow
@@ -63,7 +63,8 @@ class AdminCliError(Exception):
 
 
 def add_admin_commands(commands: Subparsers[argparse.ArgumentParser]) -> None:
-    """Add ``inspect``, ``workflow`` and ``destroy`` to the ``perdure`` parser."""
+    """Add ``inspect``, ``workflow``, ``destroy`` and ``dead-letters`` to the ``perdure``
+    parser."""
     common = _common_options()
     inspect = commands.add_parser(
         "inspect",
@@ -85,6 +86,10 @@ def add_admin_commands(commands: Subparsers[argparse.ArgumentParser]) -> None:
         "--yes", "-y", action="store_true", help="do not ask (needed when stdin is no terminal)"
     )
     destroy.set_defaults(admin_run=_destroy)
+    # Its own module (which uses this one's client): imported here, not at the top.
+    from perdure.cli_dead_letters import add_dead_letter_commands
+
+    add_dead_letter_commands(commands, common)
 
 
 def _add_workflow_commands(
@@ -365,18 +370,27 @@ def _settled(api: AdminApi, actor: Actor, wait: float) -> Json:
 
 def _destroy(api: AdminApi, args: argparse.Namespace) -> int:
     actor = _resolve(api, args)
-    if not args.yes:
-        if not sys.stdin.isatty():
-            raise AdminCliError(
-                f"not destroying {actor.label} without --yes (stdin is not a terminal to ask on)",
-                status=2,
-            )
-        if not _confirm(f"Destroy {actor.label} (id {actor.actor_id}) and delete its data?"):
-            print("not destroyed", file=sys.stderr)
-            return 1
+    question = f"Destroy {actor.label} (id {actor.actor_id}) and delete its data?"
+    if not confirmed(args.yes, f"destroying {actor.label}", question, "not destroyed"):
+        return 1
     api.call("DELETE", f"/admin/actors/{actor.actor_id}")
     print(f"destroyed {actor.label} (id {actor.actor_id})")
     return 0
+
+
+def confirmed(yes: bool, doing: str, question: str, declined: str) -> bool:
+    """True with ``--yes`` or when the user answers yes on a terminal; ``declined`` is
+    printed otherwise. Without a terminal to ask on, refuses (exit status 2)."""
+    if yes:
+        return True
+    if not sys.stdin.isatty():
+        raise AdminCliError(
+            f"not {doing} without --yes (stdin is not a terminal to ask on)", status=2
+        )
+    if _confirm(question):
+        return True
+    print(declined, file=sys.stderr)
+    return False
 
 
 def _confirm(question: str) -> bool:

@@ -197,15 +197,17 @@ class QueueError(PerdureError):
     status = 400
 
 
-class DeadLetterNotFound(QueueError):
-    """The actor has no dead letter with this id (docs/queues.md)."""
+class DeadLetterNotFound(PerdureError):
+    """``actor.dead_letter_not_found``: the actor has no dead letter with this id
+    (docs/queues.md). An actor error, not a queue one: the ``queue`` group answers 400
+    whatever the code, as the original server does."""
 
     default_code = "dead_letter_not_found"
     status = 404
 
 
-class MessageNotDead(QueueError):
-    """A requeue or drop named a message that is still in the live queue."""
+class MessageNotDead(PerdureError):
+    """``actor.message_not_dead``: a requeue or drop named a message of the live queue."""
 
     default_code = "message_not_dead"
     status = 409

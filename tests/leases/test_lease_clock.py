@@ -123,11 +123,11 @@ async def test_requeue_and_drop_dead_letters(env: ActorTestEnv) -> None:
     assert await env.store.load_queue(actor_id) == []
     with pytest.raises(DeadLetterNotFound) as missing:
         await ref.administer(Administer("drop", "2"))
-    assert missing.value.identifier == "queue.dead_letter_not_found"
+    assert missing.value.identifier == "actor.dead_letter_not_found"
     await worker.send("jobs", "live")
     with pytest.raises(MessageNotDead) as live:
         await ref.administer(Administer("requeue", "3"))
-    assert live.value.identifier == "queue.message_not_dead"
+    assert live.value.identifier == "actor.message_not_dead"
 
 
 def _reason(attempts: int) -> str:

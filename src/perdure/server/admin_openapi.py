@@ -338,7 +338,7 @@ def _dead_letter_paths(empty: dict[str, Any]) -> dict[str, Any]:
     requeued = _object(
         {"id": {"type": "integer"}, "queue": {"type": "string"}, "attempts": {"type": "integer"}}
     )
-    not_dead = {"409": _json(_ref("Error"), "The message is live (`queue.message_not_dead`).")}
+    not_dead = {"409": _json(_ref("Error"), "The message is live (`actor.message_not_dead`).")}
     return {
         "/admin/actors/{actor_id}/dead-letters": {
             "parameters": [_ACTOR_ID],
