@@ -107,10 +107,35 @@ function renderQueue(queue) {
       el("strong", {}, message.name),
       ` #${message.id} `,
       message.held ? el("span", { class: "badge status-held" }, "held") : null,
+      message.visible_at && message.visible_at > Date.now()
+        ? el("span", { class: "badge status-held", title: "Leased or given back with a delay" }, `hidden, attempt ${message.attempts}`)
+        : null,
       " ",
       timeEl(message.created_at),
       el("code", { class: "block", title: JSON.stringify(message.body) }, brief(message.body, 120)),
     ),
+  );
+}
+
+/** A dead letter (docs/queues.md), with its Requeue and Drop buttons. */
+function deadLetterItem(letter) {
+  const label = `dead letter ${letter.id}`;
+  return el(
+    "li",
+    { dataset: { messageId: String(letter.id) } },
+    el(
+      "div",
+      { class: "row" },
+      el("strong", {}, letter.queue),
+      ` #${letter.id} `,
+      el("span", { class: "badge status-failed" }, `${letter.attempts} attempts`),
+      el("span", { class: "spacer" }),
+      el("button", { type: "button", class: "small", "aria-label": `Requeue ${label}`, onclick: () => requeueDeadLetter(letter) }, "Requeue"),
+      el("button", { type: "button", class: "small danger", "aria-label": `Drop ${label}`, onclick: () => dropDeadLetter(letter) }, "Drop"),
+    ),
+    el("div", { class: "muted" }, "died ", timeEl(letter.dead_at), " · sent ", timeEl(letter.created_at)),
+    letter.error ? el("div", { class: "dead-reason" }, letter.error) : null,
+    el("code", { class: "block", title: JSON.stringify(letter.body) }, brief(letter.body, 120)),
   );
 }
 
@@ -176,6 +201,7 @@ function renderSnapshot(data) {
   renderState(data.state);
   renderWorkflow(data.workflow);
   renderQueue(data.queue);
+  listInto("dead-letters", data.dead_letters || [], deadLetterItem);
   listInto("schedules", data.schedules, scheduleItem);
   renderConnections(data.connections);
 }
@@ -406,6 +432,28 @@ async function cancelSchedule(schedule, label) {
   const answer = await operate(item.querySelector("button"), $("sched-error"), () => api("DELETE", `${base}/schedules/${encodeURIComponent(schedule.id)}`));
   if (answer === undefined) return;
   announce(`Schedule ${label} cancelled.`);
+  scheduleRefresh(0);
+}
+
+async function requeueDeadLetter(letter) {
+  const button = document.querySelector(`[aria-label="Requeue dead letter ${letter.id}"]`);
+  const answer = await operate(button, $("dead-error"), () => api("POST", `${base}/dead-letters/${letter.id}/requeue`));
+  if (answer === undefined) return;
+  announce(`Dead letter ${letter.id} requeued to ${letter.queue}.`);
+  scheduleRefresh(0);
+}
+
+async function dropDeadLetter(letter) {
+  const ok = await confirmDialog(
+    "Drop this dead letter?",
+    `Message #${letter.id} of queue ${letter.queue} is deleted for good. This cannot be undone.`,
+    "Drop",
+  );
+  if (!ok) return;
+  const button = document.querySelector(`[aria-label="Drop dead letter ${letter.id}"]`);
+  const answer = await operate(button, $("dead-error"), () => api("DELETE", `${base}/dead-letters/${letter.id}`));
+  if (answer === undefined) return;
+  announce(`Dead letter ${letter.id} dropped.`);
   scheduleRefresh(0);
 }
 
