@@ -92,6 +92,10 @@ class ActorOptions:
     max_schedules: int = 1000
     # The shortest `c.cron.every` interval (seconds); lower it for tests and demos.
     min_cron_interval: float = 5.0
+    # The event log (docs/events.md): how many events, and how old (seconds), a
+    # client can still resume from.
+    event_log_max_events: int = 1000
+    event_log_max_age: float = 86400.0
 
     @classmethod
     def build(cls, actor_name: str, value: ActorOptions | Mapping[str, Any] | None) -> ActorOptions:

@@ -21,7 +21,7 @@ can name it. Durations are seconds (``float``) or :class:`~datetime.timedelta`.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Literal, Protocol, Self, TypeAlias, TypedDict, overload
@@ -30,10 +30,12 @@ from perdure._time import optional_duration
 
 __all__ = [
     "Accessor",
+    "ActorEvent",
     "Client",
     "CloseEvent",
     "Connection",
     "Duration",
+    "EventGap",
     "Handle",
     "SendResult",
     "SyncAccessor",
@@ -64,6 +66,26 @@ class CloseEvent:
 
     code: int
     reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class EventGap:
+    """Passed to ``on_gap`` listeners (docs/events.md): the events after number ``after``
+    and before ``resumed_at`` are no longer in the actor's event log, so they will never
+    arrive; re-read the actor's state. Events from ``resumed_at`` on follow."""
+
+    after: int
+    resumed_at: int
+
+
+@dataclass(frozen=True, slots=True)
+class ActorEvent:
+    """One event of an actor, as ``handle.events()`` yields it: its number in the actor's
+    event log (``seq``, from 1), its name and its arguments."""
+
+    seq: int
+    name: str
+    args: list[Any]
 
 
 class WorkflowStatus(TypedDict):
@@ -187,6 +209,14 @@ class Handle(Protocol):
     ) -> SendResult | None:
         """Send ``body`` to queue ``queue`` (durable on return). With ``wait``, wait up
         to ``timeout`` for the receiver to complete it: a :class:`SendResult`."""
+        ...
+
+    def events(
+        self, since: int | None = None, *, params: Any = None
+    ) -> AsyncIterator[ActorEvent | EventGap]:
+        """Every event of the actor after number ``since`` (``None``: from now), each
+        once and in order, as :class:`ActorEvent` items; an :class:`EventGap` where the
+        actor's event log no longer holds what was asked for (docs/events.md)."""
         ...
 
     def connect(self, params: Any = None) -> Connection:

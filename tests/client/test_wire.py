@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -87,7 +88,11 @@ async def test_connect_subscribe_act_dispose_like_the_official_client(
             "/gateway/progressActor/connect?rvt-namespace=default&rvt-method=getOrCreate"
             "&rvt-runner=default&rvt-key=proto-json&rvt-crash-policy=sleep"
         )
-        assert recorder.subprotocols == ["rivet", "rivet_encoding.json"]
+        # The official client's two, then perdure's resumable-events extension
+        # (docs/events.md): a first open asks for the events since connect().
+        assert recorder.subprotocols[:2] == ["rivet", "rivet_encoding.json"]
+        assert re.fullmatch(r"perdure_events\.a\d+", recorder.subprotocols[2])
+        assert len(recorder.subprotocols) == 3
         assert await _frame(recorder) == {
             "body": {
                 "tag": "SubscriptionRequest",

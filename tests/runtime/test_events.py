@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from perdure import InvalidRequest, actor, event, setup
+from perdure.errors import StateNotSerializable
 from perdure.registry import Registry
 from perdure.runtime.context import ActionContext
 
@@ -99,7 +100,9 @@ async def test_declared_events_are_checked(make_runtime: RuntimeFactory) -> None
     got: list[Any] = []
     conn.on("count", got.append)
     await handle.shout("count", 3)
-    await handle.shout("free", object())  # no schema: anything goes (not stored)
+    await handle.shout("free", {"any": [1, "thing"]})  # no schema: any storable value
+    with pytest.raises(StateNotSerializable, match="free"):
+        await handle.shout("free", object())  # events are logged, so they must be storable
     with pytest.raises(InvalidRequest, match="count"):
         await handle.shout("count", "three")
     with pytest.raises(InvalidRequest) as undeclared:

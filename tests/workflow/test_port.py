@@ -184,9 +184,10 @@ async def test_a_workflow_runs_on_a_host_with_no_runtime_behind_it() -> None:
     assert runner.status() == {"status": "completed", "error": None, "output": 11}
     assert workflow.ran == ["first", "second"]
     assert fake.actor.state == {"n": 1}
-    # The step's event leaves after the flush that made the step durable.
+    # The step's event is handed to the host just before the flush that makes the step
+    # durable: the host logs it in that commit and sends it once durable (docs/events.md).
     first_flush = fake.trace.index(("flush", sorted([META_LOCATION, "first"])))
-    assert fake.trace[first_flush + 1] == ("event", "progress", [1])
+    assert fake.trace[first_flush - 1] == ("event", "progress", [1])
     # Busy ("now"), the sleep's deadline, busy again, then no alarm once completed.
     assert fake.alarms == [1_000, 3_500, 3_500, None]
     assert fake.waiting == [True, False]

@@ -13,6 +13,7 @@ the reader loop that opens sockets and sleeps between attempts.
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Generic, Literal, TypeVar
 
@@ -30,13 +31,19 @@ from perdure.client._connstate import (
 from perdure.client._errors import TransportTimeout
 from perdure.client._shared import ActionAttributes, ClientBase
 from perdure.client._socket import SocketPlan, decode_frame, plan_socket, session_error
+from perdure.handles import EventGap
 from perdure.protocol.messages import ToServer
+from perdure.protocol.resume import resume_protocol
 
 __all__ = ["ConnectionBase"]
 
 F = TypeVar("F")
 R = TypeVar("R")
-Lifecycle = Literal["open", "close", "error", "status"]
+Lifecycle = Literal["open", "close", "error", "status", "gap"]
+# Events emitted this long before the first socket opens, counted back from when it is
+# asked for, still reach a new connection: they cover the time the upgrade request takes
+# to reach the server, so an event emitted after connect() returned is never missed.
+_FIRST_OPEN_MARGIN_MS = 1000
 
 
 class ConnectionBase(ActionAttributes[R], Generic[F, R]):
@@ -55,6 +62,8 @@ class ConnectionBase(ActionAttributes[R], Generic[F, R]):
         )
         # Whether the current socket received Init (its close then goes to on_close).
         self._opened = False
+        # connect() was called now: the first socket asks for the events since then.
+        self._started = time.monotonic()
 
     # -- the I/O, supplied by subclasses ------------------------------------------------
 
@@ -125,6 +134,16 @@ class ConnectionBase(ActionAttributes[R], Generic[F, R]):
         return TransportTimeout(f"The connection did not open within {timeout} s.")
 
     # -- a socket's life ----------------------------------------------------------------
+
+    def _socket_options(self) -> dict[str, Any]:
+        """The options of the next socket: rivet's, and where its events resume from
+        (after the last one received, else since ``connect()``; docs/events.md)."""
+        options = self._plan.connect_options()
+        with self._guard():
+            cursor = self._core.event_cursor
+        age = int((time.monotonic() - self._started) * 1000) + _FIRST_OPEN_MARGIN_MS
+        options["subprotocols"] = [*options["subprotocols"], resume_protocol(cursor, age)]
+        return options
 
     def _connecting(self) -> None:
         """A socket is about to be opened."""
@@ -230,6 +249,21 @@ class ConnectionBase(ActionAttributes[R], Generic[F, R]):
         :class:`~perdure.client.ActorError` the server closed with or refused the
         connection with, or a :class:`~perdure.client.TransportError`."""
         return self._lifecycle("error", callback)
+
+    def on_gap(self, callback: Callable[[EventGap], Any]) -> Callable[[], None]:
+        """Call ``callback(EventGap(after, resumed_at))`` when a reconnect finds that the
+        actor's event log no longer holds every event the connection missed while away
+        (retention, docs/events.md): those events will never arrive, so re-read the
+        actor's state. Every other event arrives exactly once, in order."""
+        return self._lifecycle("gap", callback)
+
+    def _follow(self, tap: Callable[[Any], Any], since: int | None) -> None:
+        """For ``handle.events()``: every numbered event and gap goes to ``tap``, and
+        the first socket resumes after event ``since`` (if given)."""
+        with self._guard():
+            self._core.tap = tap
+            if since is not None:
+                self._core.event_cursor = since
 
     def on_status_change(self, callback: Callable[[Status], Any]) -> Callable[[], None]:
         """Call ``callback(status)`` on each later status change (read :attr:`status`

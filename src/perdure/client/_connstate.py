@@ -26,7 +26,7 @@ from perdure.client._errors import (
     TransportError,
     error_from_close,
 )
-from perdure.handles import CloseEvent
+from perdure.handles import ActorEvent, CloseEvent, EventGap
 from perdure.protocol.messages import (
     ActionRequest,
     ActionResponse,
@@ -37,6 +37,7 @@ from perdure.protocol.messages import (
     ToClient,
     ToServer,
 )
+from perdure.protocol.resume import CONTROL_EVENT
 
 __all__ = [
     "Backoff",
@@ -162,6 +163,7 @@ class ConnectionCore(Generic[F]):
             "close": [],
             "error": [],
             "status": [],
+            "gap": [],
         }
         self._next_id = 0
         self._in_flight: dict[int, _Pending[F]] = {}
@@ -173,6 +175,14 @@ class ConnectionCore(Generic[F]):
         # Events the server refused to subscribe to (the actor does not declare them):
         # listening to one again raises at once.
         self._refused: dict[str, ActorError] = {}
+        # Resumable events (docs/events.md): the number of the last event received (the
+        # next socket resumes after it), and whether this socket numbers its events
+        # (the server said so right after Init).
+        self.event_cursor: int | None = None
+        self._numbered = False
+        # handle.events(): told of every numbered event (ActorEvent) and gap (EventGap),
+        # whatever the listeners.
+        self.tap: Callback | None = None
 
     # -- status -------------------------------------------------------------------------
 
@@ -188,9 +198,11 @@ class ConnectionCore(Generic[F]):
             return []
         return [Call(tuple(entry.callback for entry in listeners), args)]
 
-    def add_lifecycle(self, kind: Literal["open", "close", "error", "status"], cb: Callback) -> Any:
-        """Register an ``on_open``/``on_close``/``on_error``/``on_status_change`` callback;
-        returns the token :meth:`remove_lifecycle` takes."""
+    def add_lifecycle(
+        self, kind: Literal["open", "close", "error", "status", "gap"], cb: Callback
+    ) -> Any:
+        """Register an ``on_open``/``on_close``/``on_error``/``on_status_change``/
+        ``on_gap`` callback; returns the token :meth:`remove_lifecycle` takes."""
         entry = _Listener(cb, once=False)
         self._lifecycle[kind].append(entry)
         return entry
@@ -202,7 +214,7 @@ class ConnectionCore(Generic[F]):
         return [Call((cb,), ())] if self.status == "connected" else []
 
     def remove_lifecycle(
-        self, kind: Literal["open", "close", "error", "status"], token: Any
+        self, kind: Literal["open", "close", "error", "status", "gap"], token: Any
     ) -> None:
         """Undo :meth:`add_lifecycle` (idempotent)."""
         entries = self._lifecycle[kind]
@@ -327,6 +339,7 @@ class ConnectionCore(Generic[F]):
     def _on_init(self, message: Init) -> list[Effect]:
         self.actor_id = message.actor_id
         self.connection_id = message.connection_id
+        self._numbered = False
         self.backoff.reset()
         effects = self._set_status("connected")
         # The server accepts subscriptions only after Init; then the actions that
@@ -342,15 +355,42 @@ class ConnectionCore(Generic[F]):
         return effects
 
     def _on_event(self, message: Event) -> list[Effect]:
+        args = message.args
+        if message.name == CONTROL_EVENT and args and args[0] == -1:
+            return self._on_control(args)
+        if self._numbered:
+            seq = args[0] if args else None
+            if isinstance(seq, int):
+                if self.event_cursor is not None and seq <= self.event_cursor:
+                    return []  # had it already
+                self.event_cursor = seq
+                args = args[1:]
+                if self.tap is not None:
+                    return [Call((self.tap,), (ActorEvent(seq, message.name, list(args)),))]
         entries = self._events.get(message.name)
         if not entries:
             return []
         callbacks = tuple(entry.callback for entry in entries)
-        effects: list[Effect] = [Call(callbacks, tuple(message.args))]
+        effects: list[Effect] = [Call(callbacks, tuple(args))]
         if any(entry.once for entry in entries):
             self._events[message.name] = [entry for entry in entries if not entry.once]
             effects.extend(self._after_removal(message.name))
         return effects
+
+    def _on_control(self, args: list[Any]) -> list[Effect]:
+        """A frame of the resumable-events extension (protocol/resume.py)."""
+        kind = args[1] if len(args) > 1 else None
+        if kind == "resumed" and len(args) > 2 and isinstance(args[2], int):
+            self._numbered = True
+            self.event_cursor = args[2]
+            return []
+        if kind == "gap" and len(args) > 3 and isinstance(args[3], int):
+            self.event_cursor = args[3] - 1
+            gap = EventGap(int(args[2]), args[3])
+            if self.tap is not None:
+                return [Call((self.tap,), (gap,))]
+            return self._lifecycle_call("gap", gap)
+        return []
 
     def _on_error(self, message: ErrorMessage) -> list[Effect]:
         error = ActorError(

@@ -21,7 +21,7 @@ import asyncio
 import contextlib
 import inspect
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
 import httpx
@@ -40,10 +40,12 @@ from perdure.client._base import (
 )
 from perdure.client._connection import ConnectionBase
 from perdure.client._connstate import Call
+from perdure.client._errors import ActorError
 from perdure.client._shared import AccessorBase, ActionAttributes, ClientBase, HandleBase, reply_of
 from perdure.client._socket import encode_frame
-from perdure.handles import Duration, WorkflowStatus, seconds
+from perdure.handles import ActorEvent, Duration, EventGap, WorkflowStatus, seconds
 from perdure.protocol.messages import ToServer
+from perdure.protocol.resume import check_since
 
 __all__ = [
     "AsyncActorAccessor",
@@ -193,6 +195,29 @@ class AsyncActorHandle(HandleBase[AsyncClient], ActionAttributes[Awaitable[Any]]
         """
         return AsyncActorConnection(self._client, self._target, self._conn_params(params))
 
+    async def events(
+        self, since: int | None = None, *, params: Any = None
+    ) -> AsyncIterator[ActorEvent | EventGap]:
+        """Every event of the actor after number ``since`` (``None``: from now), each
+        once and in order, across reconnects (docs/events.md): :class:`ActorEvent`
+        items, and an :class:`EventGap` where the log no longer held what was asked
+        for. A refused connection raises its :class:`~perdure.client.ActorError`."""
+        start = check_since(since)
+        conn = self.connect(params)
+        items: asyncio.Queue[ActorEvent | EventGap | ActorError] = asyncio.Queue()
+        conn._follow(items.put_nowait, start)
+        conn.on_error(
+            lambda error: items.put_nowait(error) if isinstance(error, ActorError) else None
+        )
+        try:
+            while True:
+                item = await items.get()
+                if isinstance(item, ActorError):
+                    raise item
+                yield item
+        finally:
+            await conn.dispose()
+
 
 class AsyncActorConnection(ConnectionBase["asyncio.Future[Any]", Awaitable[Any]]):
     """A live WebSocket connection to one actor: events, and actions over the socket.
@@ -294,7 +319,7 @@ class AsyncActorConnection(ConnectionBase["asyncio.Future[Any]", Awaitable[Any]]
 
     async def _session(self) -> tuple[int, str]:
         """One socket, from the upgrade to the close: (close code, reason)."""
-        async with ws_connect(self._plan.url, **self._plan.connect_options()) as ws:
+        async with ws_connect(self._plan.url, **self._socket_options()) as ws:
             if self._core.disposed:
                 return 1000, "Disposed"
             self._ws = ws

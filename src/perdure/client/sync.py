@@ -242,7 +242,7 @@ class ActorConnection(ConnectionBase["_Future[Any]", Any]):
 
     def _session(self) -> tuple[int, str]:
         """One socket, from the upgrade to the close: (close code, reason)."""
-        with ws_connect(self._plan.url, **self._plan.connect_options()) as ws:
+        with ws_connect(self._plan.url, **self._socket_options()) as ws:
             with self._lock:
                 if self._core.disposed:
                     return 1000, "Disposed"

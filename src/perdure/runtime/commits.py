@@ -25,7 +25,13 @@ from typing import Any, Protocol
 
 from perdure.errors import ActorAborted, PerdureError
 from perdure.schemas import storable_state
-from perdure.store.base import ActorCommit, QueueMessageRecord, ScheduleFireRecord, ScheduleRecord
+from perdure.store.base import (
+    ActorCommit,
+    EventRecord,
+    QueueMessageRecord,
+    ScheduleFireRecord,
+    ScheduleRecord,
+)
 from perdure.store.codec import encode_value
 from perdure.telemetry import ActorFacts, Observers
 
@@ -70,6 +76,7 @@ class CommitPipeline:
         state_written: Callable[[], None] | None,
         on_failure: Callable[[BaseException], None],
         state_schema: Any = None,
+        events_durable: Callable[[int], None] | None = None,
     ) -> None:
         self._store = store
         self._actor_id = actor_id
@@ -77,6 +84,8 @@ class CommitPipeline:
         self._state_written = state_written
         self._on_failure = on_failure
         self._state_schema = state_schema
+        # Told the last event number of each commit that carried events, once durable.
+        self._events_durable = events_durable
         # Every commit after the generation is stored carries it as its fence, so a
         # newer instance elsewhere (one that claimed the actor since) refuses our writes.
         self._fence = fence
@@ -152,6 +161,18 @@ class CommitPipeline:
             fire for fire in pending.fire_put if fire.name != name or fire.seq > up_to_seq
         ]
         pending.fire_prune.append((name, up_to_seq))
+
+    def put_event(self, record: EventRecord, prune: tuple[int, int] | None) -> None:
+        """Log an event (numbered by the caller); ``prune`` is a retention bound."""
+        pending = self._pending
+        pending.event_put.append(record)
+        pending.event_seq = record.seq
+        if prune is not None:
+            pending.event_prune = prune
+            # The store prunes before it puts: staged events already out of the window
+            # (a burst in one commit) must not be written either.
+            if pending.event_put[0].seq <= prune[0]:
+                pending.event_put = [e for e in pending.event_put if e.seq > prune[0]]
 
     # ----------------------------------------------------------------- flushing
 
@@ -245,6 +266,11 @@ class CommitPipeline:
         # Several commits may be in flight: the store applies them in submission order.
         self._last_commit = future
         future.add_done_callback(self._after_commit)
+        if commit.event_seq is not None and self._events_durable is not None:
+            # Before the callers' callbacks: an action's events precede its response.
+            future.add_done_callback(
+                functools.partial(_after_events, self._events_durable, commit.event_seq)
+            )
         if self._owner.observer.follows_changes and (
             commit.state is not None or commit.history_put or commit.history_delete
         ):
@@ -303,6 +329,12 @@ def _settle(waiter: asyncio.Future[None], future: asyncio.Future[None]) -> None:
             waiter.set_result(None)
         return
     _fail(waiter, error)
+
+
+def _after_events(durable: Callable[[int], None], seq: int, future: asyncio.Future[None]) -> None:
+    """Deliver a commit's events once it is durable (a failed one drops the instance)."""
+    if not future.cancelled() and future.exception() is None:
+        durable(seq)
 
 
 def _fail(waiter: asyncio.Future[None], exc: BaseException) -> None:

@@ -35,6 +35,7 @@ from perdure.runtime.raw import NoRawHandler, serve_raw
 
 if TYPE_CHECKING:
     from perdure.definition import ActorDefinition
+    from perdure.runtime.events import EventSink, Since
     from perdure.runtime.instance import ActorInstance
     from perdure.runtime.runtime import ActorRuntime
     from perdure.store.base import ActorRecord
@@ -497,6 +498,11 @@ class ConnectionRef:
     def unsubscribe(self, event: str) -> None:
         """Stop receiving events named ``event``."""
         self._conn.subscriptions.discard(event)
+
+    async def follow(self, since: Since, sink: EventSink) -> None:
+        """Resume the actor's events from ``since`` into ``sink``: each once, in order,
+        numbered; a gap first when the log no longer holds it (docs/events.md)."""
+        await self._instance.events.follow(self._conn, since, sink)
 
     def is_subscribed(self, event: str) -> bool:
         """True when the connection receives events named ``event``."""

@@ -32,6 +32,7 @@ from perdure.runtime.commits import CommitPipeline
 from perdure.runtime.connections import Connection, Transport
 from perdure.runtime.context import AbortSignal, ActionContext, ActorContext
 from perdure.runtime.dispatch import ActorIdentity
+from perdure.runtime.events import EventLog
 from perdure.runtime.hooks import call_hook, run_create_hooks
 from perdure.runtime.queue import ActorQueue
 from perdure.runtime.schedule import ScheduleManager
@@ -100,6 +101,7 @@ class ActorInstance:
         self.stopped = asyncio.get_running_loop().create_future()
         self.stop_reason: StopReason | None = None
         self.observer = runtime.observers
+        self.events = EventLog(self, record.event_seq)
         self.commits = CommitPipeline(
             runtime.store,
             record.actor_id,
@@ -111,6 +113,7 @@ class ActorInstance:
             state_written=self._state_written if "on_state_change" in definition.hooks else None,
             state_schema=definition.state_schema,
             on_failure=self._write_failed,
+            events_durable=self.events.durable,
         )
         self.activity = ActivityTracker(
             self,
@@ -488,6 +491,7 @@ class ActorInstance:
         """Forget a connection and run on_disconnect (once)."""
         if self.conns.pop(conn.id, None) is None:
             return
+        self.events.unfollow(conn.id)
         self.observer.connection_closed(self, conn.id)
         hook = self.definition.hooks.get("on_disconnect")
         if hook is not None:
@@ -498,17 +502,17 @@ class ActorInstance:
         self.activity.maybe_sleep()
 
     def broadcast(self, name: str, args: tuple[Any, ...] | list[Any]) -> None:
-        """Send an event to the connections subscribed to ``name``."""
-        self.send_event(name, self.definition.validate_event(name, list(args)))
+        """Log an event with the next commit (requested now) and send it to the
+        connections subscribed to ``name`` once that commit is durable."""
+        self.events.emit(name, self.definition.validate_event(name, list(args)))
+        # Nobody may await this flush (a timer's broadcast): its failure drops the
+        # instance, so the future's error needs no reader.
+        self.commits.request_flush().add_done_callback(_ignore_outcome)
 
     def send_event(self, name: str, payload: list[Any]) -> None:
-        """Send an already validated event to the connections subscribed to ``name``."""
-        recipients = 0
-        for conn in self.conns.values():
-            if name in conn.subscriptions:
-                conn.transport.send_event(name, payload)
-                recipients += 1
-        self.observer.event_sent(self, name, payload, recipients)
+        """Log an already validated event with the next commit (a workflow step's own)
+        and send it once that commit is durable (docs/events.md)."""
+        self.events.emit(name, payload)
 
     # ------------------------------------------------------------------- alarms
 
@@ -566,3 +570,9 @@ class ActorInstance:
 
     def __repr__(self) -> str:
         return f"ActorInstance({self.name}/{self.actor_id}, {self.status})"
+
+
+def _ignore_outcome(future: asyncio.Future[None]) -> None:
+    """Read a future's outcome so an unread failure is not reported (see broadcast)."""
+    if not future.cancelled():
+        future.exception()

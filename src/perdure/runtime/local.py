@@ -19,13 +19,14 @@ from __future__ import annotations
 
 import asyncio
 import weakref
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any, Literal, overload
 
-from perdure.handles import Duration, SendResult, WorkflowStatus, seconds
+from perdure.handles import ActorEvent, Duration, EventGap, SendResult, WorkflowStatus, seconds
 from perdure.keys import normalize_key
 from perdure.runtime.dispatch import ActorAddress, ActorRef, CallAction, SendMessage
 from perdure.runtime.local_connection import ActionRef, LocalConnection
+from perdure.runtime.local_events import follow_events
 
 if TYPE_CHECKING:
     from perdure import handles
@@ -200,6 +201,17 @@ class LocalHandle:
         if name.startswith("_"):
             raise AttributeError(name)
         return ActionRef(self.action, name)
+
+    async def events(
+        self, since: int | None = None, *, params: Any = None
+    ) -> AsyncIterator[ActorEvent | EventGap]:
+        """Every event of the actor after number ``since`` (``None``: from now), each
+        once and in order (docs/events.md); an :class:`EventGap` where the log no
+        longer holds what was asked for."""
+        ref = await self._resolved()
+        chosen = params if params is not None else self._params
+        async for item in follow_events(ref, chosen, since):
+            yield item
 
     def connect(self, params: Any = None) -> LocalConnection:
         """Open a connection in the background (needs a running event loop): ``await

@@ -38,9 +38,11 @@ from perdure.registry import RegistryOptions
 from perdure.runtime.cluster import RemoteConnection
 from perdure.runtime.connections import inherit_request
 from perdure.runtime.dispatch import ConnectionRef
+from perdure.runtime.events import Since
 from perdure.runtime.runtime import ActorRuntime
 from perdure.server._asgi import Receive, Scope, Send, body_too_long, header_value, traced
 from perdure.server._errors import public_error
+from perdure.server.event_stream import SocketEvents, resume_from
 from perdure.server.outbox import EventFrameCache, SocketTransport
 from perdure.server.pipe import handed_on_by_peer, open_upstream, pipe_to_owner
 from perdure.server.request_info import bind as bind_request
@@ -97,6 +99,7 @@ class ConnectHandler:
         try:
             if params_text is None:
                 params_text = header_value(scope, b"x-rivet-conn-params")
+            since = resume_from(scope.get("subprotocols") or ())
             admitted = await self._admit(scope, segment, params_text, transport)
         except Exception as exc:
             transport.fail(public_error(exc))
@@ -107,7 +110,7 @@ class ConnectHandler:
             await pipe_to_owner(receive, send, admitted)
             return
         transport.put_first(Init(admitted.actor_id, admitted.id))
-        await self._serve(receive, admitted, transport)
+        await self._serve(receive, admitted, transport, since)
 
     async def _admit(
         self, scope: Scope, segment: bytes, params_text: str | None, transport: SocketTransport
@@ -143,11 +146,22 @@ class ConnectHandler:
         )
 
     async def _serve(
-        self, receive: Receive, conn: AnyConnection, transport: SocketTransport
+        self,
+        receive: Receive,
+        conn: AnyConnection,
+        transport: SocketTransport,
+        since: Since | None = None,
     ) -> None:
         writer = asyncio.create_task(transport.run(), name=f"ws writer {conn.id}")
         actions: set[asyncio.Task[None]] = set()
         try:
+            # A perdure client's backlog of events (docs/events.md) before any action.
+            if since is not None and isinstance(conn, ConnectionRef):
+                try:
+                    await conn.follow(since, SocketEvents(transport))
+                except Exception as exc:
+                    transport.fail(public_error(exc))
+                    return
             await self._receive_loop(receive, conn, transport, actions)
         finally:
             await conn.close()

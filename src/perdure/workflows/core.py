@@ -48,7 +48,6 @@ class RunnerCore:
         self.history = History()
         self.meta: dict[str, Any] = {"status": "pending"}
         self.rollbacks = RollbackRegistry()
-        self._deferred_events: Events = []
         # Set once the stored history and status are loaded: until then ``status()``
         # knows only "pending" (a client's ``$workflow`` waits for it).
         self.loaded = asyncio.Event()
@@ -115,17 +114,10 @@ class RunnerCore:
         """Stage history changes and wait until they (and the state) are durable."""
         self.stage()
         await self.host.flush()
-        if self._deferred_events:
-            events, self._deferred_events = self._deferred_events, []
-            self.deliver(events)
 
-    def defer(self, events: Events) -> None:
-        """Deliver ``events`` after the next commit (an ephemeral step's)."""
-        self._deferred_events.extend(events)
-
-    def deliver(self, events: Events) -> None:
-        """Send committed events to subscribed connections (validated when the step
-        broadcast them)."""
+    def publish(self, events: Events) -> None:
+        """Hand a finished step's events (validated when it broadcast them) to the host:
+        logged with its next commit, sent to subscribers once that is durable."""
         for name, args in events:
             self.host.send_event(name, list(args))
 

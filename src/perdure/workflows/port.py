@@ -196,7 +196,8 @@ class WorkflowHost(ActorIdentity, WorkflowHistory, StepHost, Protocol):
         ...
 
     def send_event(self, name: str, args: list[Any]) -> None:
-        """Deliver an event (already validated, its step committed) to subscribers."""
+        """Emit an event (already validated, its step finished): logged with the host's
+        next commit and delivered to subscribers once that commit is durable."""
         ...
 
     def now_ms(self) -> int:

@@ -106,5 +106,5 @@ class RollbackRegistry:
             events = context.close()
             item.entry.data["rb"] = True
             runner.history.touch(item.location)
+            runner.publish(events)
             await runner.commit()
-            runner.deliver(events)

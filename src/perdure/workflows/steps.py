@@ -72,12 +72,12 @@ class StepPrimitives(RunnerCore):
                 entry.data["errors"] = errors
             self.history.touch(location)
             try:
+                # Logged in the commit that records the step, sent once it is durable.
+                self.publish(events)
                 if ephemeral:
                     self.stage()
-                    self.defer(events)
                 else:
                     await self.commit()
-                    self.deliver(events)
             except BaseException as exc:
                 if span is not None:
                     span.end(exc)  # the attempt ran, but it is not durable
