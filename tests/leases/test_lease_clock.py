@@ -4,19 +4,24 @@ A completable message received outside a workflow is hidden for its visibility t
 and redelivered after it with one more attempt; ``nack(delay)`` brings it back after the
 delay and not before; ``max_attempts`` makes it a dead letter, which an operator
 requeues (attempts reset, deliverable and completable again) or drops; a sleeping actor
-is woken when a lease runs out; a workflow never takes a message leased elsewhere.
+is woken when a lease runs out; a workflow never takes a message leased elsewhere; a
+message of a queue the code no longer declares gets the default lease.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
 
 import pytest
 
-from perdure import queue
+from perdure import ActionContext, actor, queue, setup
 from perdure.errors import ArgumentError, DeadLetterNotFound, MessageNotDead, PerdureError
+from perdure.queue_message import DEFAULT_VISIBILITY_TIMEOUT
 from perdure.runtime.dispatch import Administer
+from perdure.store import SQLiteStore
 from perdure.testing import ActorTestEnv
 
 from .app import LEASE, MAX_ATTEMPTS, registry
@@ -205,3 +210,25 @@ async def test_misuse_of_leases_has_codes() -> None:
         assert await misuse.attempt("keep") is None  # "b", its second delivery
         await env.advance(LEASE + 0.1)
         assert await misuse.attempt("lease_lost") == "lease_lost"
+
+
+async def _take_any(c: ActionContext) -> list[Any]:
+    message = await c.queue.next(timeout=0, completable=True)
+    return [] if message is None else [message.name, message.attempts]
+
+
+async def test_a_message_of_a_queue_no_longer_declared_gets_the_default_lease(
+    tmp_path: Path,
+) -> None:
+    before = setup(use={"box": actor(state={}, queues={"jobs": queue(), "old": queue()})})
+    taker = actor(state={}, queues={"jobs": queue()}, actions={"take": _take_any})
+    after = setup(use={"box": taker})
+    async with ActorTestEnv(before, store=SQLiteStore(tmp_path / "db"), start=START) as env:
+        await env.client.box.get_or_create("b").send("old", "left over")
+    async with ActorTestEnv(after, store=SQLiteStore(tmp_path / "db"), start=START) as env:
+        box = env.client.box.get_or_create("b")
+        assert await box.take() == ["old", 1]
+        await env.advance(DEFAULT_VISIBILITY_TIMEOUT - 1)
+        assert await box.take() == []
+        await env.advance(1.1)
+        assert await box.take() == ["old", 2]

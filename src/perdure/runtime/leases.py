@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from perdure._time import optional_duration
+from perdure.definition import QueueSpec
 from perdure.errors import (
     ArgumentError,
     DeadLetterNotFound,
@@ -48,6 +49,7 @@ __all__ = ["ALARM_SOURCE", "LeaseOptions", "QueueLeases", "administer_dead_lette
 
 # The queue's source among the actor's alarms (see ActorInstance.set_alarm).
 ALARM_SOURCE = "queue"
+_DEFAULT_SPEC = QueueSpec()
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,7 +122,8 @@ class QueueLeases:
         now = self._clock.now_ms()
         delivered: list[QueueMessage] = []
         for record in records:
-            spec = self._instance.definition.find_queue(record.name)
+            # A message of a queue the code no longer declares gets the defaults.
+            spec = (self._instance.definition.queues or {}).get(record.name, _DEFAULT_SPEC)
             limit = options.max_attempts or spec.max_attempts
             if record.attempts >= limit:
                 self._kill(record, _exhausted(record.attempts, limit, record.error), now)
