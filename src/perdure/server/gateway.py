@@ -1,4 +1,5 @@
-"""The actor gateway: ``/gateway/{name-or-id}/action/{action}``, ``/queue/{queue}``, ``/connect``.
+"""The actor gateway: ``/gateway/{name-or-id}/action/{action}``, ``/queue/{queue}``, ``/connect``,
+``/events`` (Server-Sent Events, :mod:`perdure.server.sse`).
 
 Every gateway request carries its target in the path and query (see
 :mod:`perdure.server.target`). The HTTP routes decode the body in the encoding of the
@@ -42,6 +43,7 @@ from perdure.server._asgi import (
 from perdure.server._errors import MethodNotAllowed, RouteNotFound, actor_headers, send_error
 from perdure.server.raw import RawHandler, is_raw_route
 from perdure.server.request_info import bind as bind_request
+from perdure.server.sse import EventStream
 from perdure.server.target import (
     Target,
     parse_conn_params,
@@ -67,6 +69,7 @@ class Gateway:
         self.names = set(runtime.registry.actors)
         self.connect_handler = ConnectHandler(runtime, self.names)
         self.raw = RawHandler(self.dispatch, self.options, self.names, runtime.cluster)
+        self.events = EventStream(self.dispatch, self.options, self.names)
 
     async def aclose(self) -> None:
         """Close what the gateway keeps open to the other nodes (the raw relay's)."""
@@ -100,12 +103,23 @@ class Gateway:
             else:
                 await handler(scope, receive, send, segment, name)
             return
+        if len(parts) == 4 and parts[3] == b"events" and parts[2]:
+            await self._events(scope, receive, send, parts[2])  # SSE, docs/events.md
+            return
         enc = _encoding_or_json(scope)
         if is_raw_route(parts) and parts[3] == b"request":
             # The official client's handle.fetch(): the actor's on_request (404 without).
             await self.raw.http(scope, receive, send, parts, enc)
             return
         await send_error(send, RouteNotFound(f"No gateway route `{scope['path']}`."), enc)
+
+    async def _events(self, scope: Scope, receive: Receive, send: Send, raw: bytes) -> None:
+        try:
+            segment = path_segment(raw)
+        except InvalidRequest as exc:
+            await send_error(send, exc, "json")
+            return
+        await self.events(scope, receive, send, segment)
 
     # ------------------------------------------------------------ action, queue
 
