@@ -11,27 +11,17 @@ is exactly ``1..final``, whatever the fate of the calls cut short by a kill.
 from __future__ import annotations
 
 import asyncio
-import time
 
 import pytest
 
-from perdure.client import ActorError, TransportError, create_client
+from perdure.client import create_client
+from tests.events.drive import caught_up, drive
 from tests.support.server import ServerProcess
 from tests.support.wait import eventually
 
 pytestmark = pytest.mark.timeout(180)
 
 KILLS = 3
-
-
-async def _drive(handle: object, stop: asyncio.Event) -> None:
-    """Increment over HTTP until told to stop; calls refused while the server is down
-    are retried (their outcome may be unknown: the count says what happened)."""
-    while not stop.is_set():
-        try:
-            await handle.increment(1)  # type: ignore[attr-defined]
-        except (TransportError, ActorError, OSError):
-            await asyncio.sleep(0.05)
 
 
 async def test_every_event_once_in_order_across_three_kills(server: ServerProcess) -> None:
@@ -44,7 +34,7 @@ async def test_every_event_once_in_order_across_three_kills(server: ServerProces
         conn.on_gap(gaps.append)
         await asyncio.wait_for(conn.wait_open(), 10)
         stop = asyncio.Event()
-        drivers = [asyncio.create_task(_drive(handle, stop)) for _ in range(4)]
+        drivers = [asyncio.create_task(drive(handle, stop)) for _ in range(4)]
         try:
             for _ in range(KILLS):
                 before = len(seen)
@@ -56,10 +46,7 @@ async def test_every_event_once_in_order_across_three_kills(server: ServerProces
         finally:
             stop.set()
             await asyncio.wait_for(asyncio.gather(*drivers), 30)
-        final = await handle.get()
-        deadline = time.monotonic() + 20
-        while len(seen) < final and time.monotonic() < deadline:
-            await asyncio.sleep(0.05)
+        final = await caught_up(handle, seen)
         await conn.dispose()
     assert server.starts == KILLS + 1
     assert not gaps
