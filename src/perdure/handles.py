@@ -21,7 +21,7 @@ can name it. Durations are seconds (``float``) or :class:`~datetime.timedelta`.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Literal, Protocol, Self, TypeAlias, TypedDict, overload
@@ -320,6 +320,12 @@ class SyncHandle(Protocol):
     def send(
         self, queue: str, body: Any, *, wait: bool = False, timeout: Duration | None = None
     ) -> SendResult | None: ...
+
+    def events(
+        self, since: int | None = None, *, params: Any = None
+    ) -> Iterator[ActorEvent | EventGap]:
+        """:meth:`Handle.events`, blocking for each item."""
+        ...
 
     def connect(self, params: Any = None) -> SyncConnection: ...
 

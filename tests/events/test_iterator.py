@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from perdure import ActorRuntime
-from perdure.client import create_client
+from perdure.client import ActorError, create_client
 from perdure.errors import InvalidRequest
 from perdure.handles import ActorEvent, EventGap, Handle
 from perdure.store import SQLiteStore
@@ -72,3 +72,32 @@ async def test_from_now_in_process(tmp_path: Path) -> None:
         await handle.increment(1)
         assert await asyncio.wait_for(pending, 10) == ActorEvent(2, "changed", [2])
         await items.aclose()  # type: ignore[attr-defined]
+
+
+async def test_blocking_and_refused(server: ServerProcess) -> None:
+    def run() -> tuple[list[Any], str]:
+        from perdure.client import ActorError, Client
+
+        with Client(server.url) as client:
+            handle = client.counter.get_or_create(["b"])
+            for _ in range(2):
+                handle.increment(1)
+            items = handle.events(since=0)
+            got = [next(items), next(items)]
+            items.close()  # type: ignore[attr-defined]
+            try:
+                next(client.counter.get(["nobody"]).events())
+            except ActorError as error:
+                return got, error.code
+        return got, "no error"
+
+    got, code = await asyncio.to_thread(run)
+    assert got == [ActorEvent(1, "changed", [1]), ActorEvent(2, "changed", [2])]
+    assert code == "not_found"
+
+
+async def test_refused_over_the_network(server: ServerProcess) -> None:
+    async with create_client(server.url) as client:
+        with pytest.raises(ActorError) as refused:
+            await anext(client.counter.get(["nobody"]).events())
+        assert refused.value.code == "not_found"

@@ -28,7 +28,7 @@ from perdure.client._connstate import (
     Send,
     Status,
 )
-from perdure.client._errors import TransportTimeout
+from perdure.client._errors import ActorError, TransportTimeout
 from perdure.client._shared import ActionAttributes, ClientBase
 from perdure.client._socket import SocketPlan, decode_frame, plan_socket, session_error
 from perdure.handles import EventGap
@@ -258,10 +258,17 @@ class ConnectionBase(ActionAttributes[R], Generic[F, R]):
         return self._lifecycle("gap", callback)
 
     def _follow(self, tap: Callable[[Any], Any], since: int | None) -> None:
-        """For ``handle.events()``: every numbered event and gap goes to ``tap``, and
-        the first socket resumes after event ``since`` (if given)."""
+        """For ``handle.events()``: every numbered event and gap goes to ``tap``, and so
+        does an ``ActorError`` that refuses or ends the connection; the first socket
+        resumes after event ``since`` (if given). Called before the first socket."""
+
+        def refused(error: Exception) -> None:
+            if isinstance(error, ActorError):
+                tap(error)
+
         with self._guard():
             self._core.tap = tap
+            self._core.add_lifecycle("error", refused)
             if since is not None:
                 self._core.event_cursor = since
 

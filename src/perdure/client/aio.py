@@ -206,9 +206,6 @@ class AsyncActorHandle(HandleBase[AsyncClient], ActionAttributes[Awaitable[Any]]
         conn = self.connect(params)
         items: asyncio.Queue[ActorEvent | EventGap | ActorError] = asyncio.Queue()
         conn._follow(items.put_nowait, start)
-        conn.on_error(
-            lambda error: items.put_nowait(error) if isinstance(error, ActorError) else None
-        )
         try:
             while True:
                 item = await items.get()

@@ -31,7 +31,7 @@ import inspect
 import logging
 import queue
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
 import httpx
@@ -42,10 +42,12 @@ from websockets.sync.client import connect as ws_connect
 from perdure.client._base import HttpCall, KeyArg, QueueResult, Target
 from perdure.client._connection import ConnectionBase
 from perdure.client._connstate import Call
+from perdure.client._errors import ActorError
 from perdure.client._shared import AccessorBase, ActionAttributes, ClientBase, HandleBase, reply_of
 from perdure.client._socket import OPEN_TIMEOUT, encode_frame
-from perdure.handles import Duration, WorkflowStatus, seconds
+from perdure.handles import ActorEvent, Duration, EventGap, WorkflowStatus, seconds
 from perdure.protocol.messages import ToServer
+from perdure.protocol.resume import check_since
 
 __all__ = ["ActorAccessor", "ActorConnection", "ActorHandle", "Client"]
 
@@ -145,17 +147,47 @@ class ActorHandle(HandleBase[Client], ActionAttributes[Any]):
         """Open a connection (in the background); ``params`` default to the handle's."""
         return ActorConnection(self._client, self._target, self._conn_params(params))
 
+    def events(
+        self, since: int | None = None, *, params: Any = None
+    ) -> Iterator[ActorEvent | EventGap]:
+        """Every event of the actor after number ``since`` (``None``: from now), each
+        once and in order, across reconnects (docs/events.md), blocking for the next:
+        :class:`ActorEvent` items, and an :class:`EventGap` where the log no longer held
+        what was asked for. A refused connection raises its ``ActorError``."""
+        start = check_since(since)
+        items: queue.SimpleQueue[ActorEvent | EventGap | ActorError] = queue.SimpleQueue()
+        conn = ActorConnection(
+            self._client, self._target, self._conn_params(params), follow=(items.put, start)
+        )
+        try:
+            while True:
+                item = items.get()
+                if isinstance(item, ActorError):
+                    raise item
+                yield item
+        finally:
+            conn.dispose()
+
 
 class ActorConnection(ConnectionBase["_Future[Any]", Any]):
     """A live WebSocket connection to one actor; the blocking twin of
     :class:`~perdure.client.AsyncActorConnection` (same states, reconnects and errors).
     Callbacks run on the connection's callback thread (see the module docstring)."""
 
-    def __init__(self, client: Client, target: Target, params: Any) -> None:
+    def __init__(
+        self,
+        client: Client,
+        target: Target,
+        params: Any,
+        *,
+        follow: tuple[Callable[[Any], Any], int | None] | None = None,
+    ) -> None:
         super().__init__(client, target, params)
         # Guards the core and the socket reference; effects are applied while holding
         # it so frames and callbacks keep the order the core decided, whatever thread.
         self._lock = threading.RLock()
+        if follow is not None:  # handle.events(): set before the reader thread starts
+            self._follow(*follow)
         self._ws: ClientConnection | None = None
         self._stop = threading.Event()
         self._calls: queue.SimpleQueue[Call | None] = queue.SimpleQueue()
