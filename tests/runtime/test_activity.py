@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from perdure.runtime.activity import ActivityTracker
+from perdure.runtime.clock import ManualClock
 
 TIMEOUT = 0.01
 
@@ -18,13 +19,16 @@ class Owner:
         self.conns: dict[str, object] = {}
         self.slept = 0
 
-    def tracker(self) -> ActivityTracker:
+    def tracker(
+        self, timeout: float = TIMEOUT, clock: ManualClock | None = None
+    ) -> ActivityTracker:
         return ActivityTracker(
             self,
-            sleep_timeout=TIMEOUT,
+            sleep_timeout=timeout,
             no_sleep=self.no_sleep,
             connections=self.conns,
             sleep=self._sleep,
+            clock=clock,
         )
 
     def _sleep(self) -> None:
@@ -136,3 +140,50 @@ async def test_wait_idle_returns_when_the_work_leaves_or_at_the_deadline() -> No
     await activity.wait_idle(started + TIMEOUT)
     assert not activity.is_idle()
     assert loop.time() - started < 1
+
+
+async def test_the_idle_spell_counts_from_the_last_work() -> None:
+    """Work while the timer is armed only marks it stale: when it runs out it waits
+    the rest of the spell that began when the work left, then sleeps."""
+    clock = ManualClock(idle_sleep=True)
+    owner = Owner()
+    activity = owner.tracker(10, clock)
+    activity.maybe_sleep()  # idle from t=0: the timer is due at 10
+    clock.advance(6)
+    activity.enter()
+    activity.leave()  # busy at 6: the spell starts again
+    clock.advance(6)  # t=12: the first timer ran out 6 s into the spell
+    assert owner.slept == 0
+    clock.advance(3.9)
+    assert owner.slept == 0
+    clock.advance(0.1)  # t=16: 10 s since the work left
+    assert owner.slept == 1
+
+
+async def test_busy_when_the_timer_runs_out_then_idle_starts_a_full_spell() -> None:
+    clock = ManualClock(idle_sleep=True)
+    owner = Owner()
+    activity = owner.tracker(10, clock)
+    activity.maybe_sleep()
+    activity.enter()
+    clock.advance(30)  # the timer ran out while busy: it is dropped
+    assert owner.slept == 0
+    activity.leave()  # idle from t=30
+    clock.advance(9.9)
+    assert owner.slept == 0
+    clock.advance(0.1)
+    assert owner.slept == 1
+
+
+async def test_actions_leave_no_cancelled_timers_behind() -> None:
+    """One armed timer per idle actor, however many actions ran: re-arming on every
+    action would leave a cancelled timer in the loop's heap for each."""
+    owner = Owner()
+    activity = owner.tracker(300)
+    loop = asyncio.get_running_loop()
+    before = len(loop._scheduled)  # type: ignore[attr-defined]
+    for _ in range(40):
+        activity.enter()
+        activity.leave()
+    assert len(loop._scheduled) - before == 1  # type: ignore[attr-defined]
+    activity.cancel_sleep()

@@ -26,22 +26,31 @@ T = TypeVar("T")
 class AbortSignal:
     """Fires once, when the actor starts to sleep or be destroyed."""
 
-    __slots__ = ("_event",)
+    __slots__ = ("_event", "_fired")
 
     def __init__(self) -> None:
-        self._event = asyncio.Event()
+        self._fired = False
+        # Made by the first waiter: an Event and its deque are ~870 bytes, on every
+        # awake actor, and most are never waited on.
+        self._event: asyncio.Event | None = None
 
     @property
     def aborted(self) -> bool:
         """True once the actor is shutting down."""
-        return self._event.is_set()
+        return self._fired
 
     def fire(self) -> None:
         """Mark the signal as fired (idempotent)."""
-        self._event.set()
+        self._fired = True
+        if self._event is not None:
+            self._event.set()
 
     async def wait(self) -> None:
         """Return when the signal fires."""
+        if self._fired:
+            return
+        if self._event is None:
+            self._event = asyncio.Event()
         await self._event.wait()
 
 

@@ -67,6 +67,11 @@ class ActorRuntime:
         self.store = store
         self.clock: Clock = clock or SystemClock()
         self._live: dict[str, ActorInstance] = {}
+        # The awake actors by name and key: a request naming one by key needs no store
+        # read (keys never change, and a destroyed actor stops being "running" first).
+        self._live_by_key: dict[tuple[str, Key], ActorInstance] = {}
+        # Store lookups by key in flight: concurrent requests for one key share one.
+        self._finding: dict[tuple[str, Key], asyncio.Future[str | None]] = {}
         self._waking: dict[str, asyncio.Future[ActorInstance]] = {}
         self._creating: dict[tuple[str, Key], asyncio.Future[str]] = {}
         self._tasks = TaskOwner("runtime")
@@ -215,10 +220,10 @@ class ActorRuntime:
     async def get_actor_id(self, name: str, key: str | Sequence[str] | None) -> str:
         """The id of an existing actor; ``actor.not_found`` otherwise."""
         self.definition(name)
-        record = await self.store.find_actor(name, normalize_key(key))
-        if record is None:
+        actor_id = await self._find_actor_id(name, normalize_key(key))
+        if actor_id is None:
             raise ActorNotFound()
-        return record.actor_id
+        return actor_id
 
     async def get_or_create_actor(
         self, name: str, key: str | Sequence[str] | None, input: Any = None
@@ -226,9 +231,9 @@ class ActorRuntime:
         """``(actor_id, created)``; creates (and starts) the actor if the key is new."""
         self.definition(name)
         parts = normalize_key(key)
-        record = await self.store.find_actor(name, parts)
-        if record is not None:
-            return record.actor_id, False
+        actor_id = await self._find_actor_id(name, parts)
+        if actor_id is not None:
+            return actor_id, False
         pending = self._creating.get((name, parts))
         try:
             if pending is not None:
@@ -237,10 +242,29 @@ class ActorRuntime:
         except ActorAlreadyExists:
             # Created meanwhile by a creation that had already finished when this one, or
             # the one it waited for, looked: the actor exists, so this is a get.
-            found = await self.store.find_actor(name, parts)
+            found = await self._find_actor_id(name, parts)
             if found is None:
                 raise
-            return found.actor_id, False
+            return found, False
+
+    async def _find_actor_id(self, name: str, key: Key) -> str | None:
+        """The id of actor ``(name, key)``, ``None`` if there is none: an awake one's
+        without a store read, else one read shared by every concurrent lookup of the key
+        (run as a task of its own, so that a caller cancelled midway cancels no one
+        else's)."""
+        live = self._live_by_key.get((name, key))
+        if live is not None and live.status == "running":
+            return live.actor_id
+        finding = self._finding.get((name, key))
+        if finding is None:
+            finding = asyncio.ensure_future(self._look_up(name, key))
+            self._finding[(name, key)] = finding
+            finding.add_done_callback(lambda _: self._finding.pop((name, key), None))
+        return await asyncio.shield(finding)
+
+    async def _look_up(self, name: str, key: Key) -> str | None:
+        record = await self.store.find_actor(name, key)
+        return None if record is None else record.actor_id
 
     async def create_actor(
         self, name: str, key: str | Sequence[str] | None, input: Any = None
@@ -356,6 +380,7 @@ class ActorRuntime:
                 raise InternalError() from exc
             raise
         self._live[actor_id] = instance
+        self._live_by_key[(instance.name, instance.key)] = instance
         self.observers.actor_woke(instance)
         _log.debug("woke %s/%s (generation %d)", record.name, actor_id, instance.generation)
         return instance
@@ -377,8 +402,7 @@ class ActorRuntime:
         try:
             await instance.run_stop_sequence()
         finally:
-            if self._live.get(instance.actor_id) is instance:
-                del self._live[instance.actor_id]
+            self._forget(instance)
             self.observers.actor_slept(instance, reason or "sleep")
             if reason != "destroy":  # a destroyed actor's row (and lease) is gone
                 await self._release(instance)
@@ -395,13 +419,19 @@ class ActorRuntime:
             await asyncio.sleep(0)
             await instance.crash()
         finally:
-            if self._live.get(instance.actor_id) is instance:
-                del self._live[instance.actor_id]
+            self._forget(instance)
             self.observers.actor_slept(instance, "lost")
             # Released only if still current (the store checks the generation): a lease
             # taken over meanwhile stays with its new owner.
             await self._release(instance)
             _log.debug("dropped %s/%s after a failed write", instance.name, instance.actor_id)
+
+    def _forget(self, instance: ActorInstance) -> None:
+        """``instance`` is no longer the live one of its actor."""
+        if self._live.get(instance.actor_id) is instance:
+            del self._live[instance.actor_id]
+        if self._live_by_key.get((instance.name, instance.key)) is instance:
+            del self._live_by_key[(instance.name, instance.key)]
 
     async def _release(self, instance: ActorInstance) -> None:
         if self.cluster is not None:
@@ -413,7 +443,7 @@ class ActorRuntime:
         instance = self._live.get(actor_id)
         if instance is None or instance.generation != generation:
             return
-        del self._live[actor_id]
+        self._forget(instance)
         self.observers.actor_slept(instance, "lost")
         self.spawn(instance.crash(), name=f"give up {actor_id}")
 

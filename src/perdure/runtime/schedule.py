@@ -76,7 +76,9 @@ class ScheduleManager:
         self.instance = instance
         self.jobs: dict[str, ScheduleRecord] = {}
         self._running: dict[str, int] = {}  # recurring job id -> seq of its run in progress
-        self._changed = asyncio.Event()
+        # Wakes the timer when the jobs change; made with the timer (an Event and its
+        # deque are ~870 bytes, and most actors have no schedules).
+        self._changed_event: asyncio.Event | None = None
         self._timer: asyncio.Task[None] | None = None
         self._started = False
 
@@ -139,7 +141,8 @@ class ScheduleManager:
         """Make the earliest ``run_at`` the actor's schedule alarm; re-arm the timer."""
         earliest = min((job.run_at for job in self.jobs.values()), default=None)
         self.instance.set_alarm(ALARM_SOURCE, earliest)
-        self._changed.set()
+        if self._changed_event is not None:
+            self._changed_event.set()
         self._ensure_timer()
 
     async def flush(self) -> None:
@@ -176,6 +179,12 @@ class ScheduleManager:
         if self._timer is None or self._timer.done():
             name = f"schedules {self.instance.actor_id}"
             self._timer = self.instance.tasks.spawn(self._run_timer(), name=name)
+
+    @property
+    def _changed(self) -> asyncio.Event:
+        if self._changed_event is None:
+            self._changed_event = asyncio.Event()
+        return self._changed_event
 
     def _can_fire(self) -> bool:
         return self.instance.status == "running" and not self.instance.abort.aborted

@@ -1,0 +1,91 @@
+"""Finding an actor by name and key: an awake actor needs no store read, concurrent
+lookups of one key share one read, and a destroyed or sleeping actor is looked up in
+the store again."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import pytest
+
+from perdure import ActionContext, ActorRuntime, Registry, actor, setup
+from perdure.keys import Key
+from perdure.store import ActorRecord, MemoryStore
+
+
+def _registry() -> Registry:
+    def increment(c: ActionContext) -> int:
+        c.state["n"] += 1
+        return int(c.state["n"])
+
+    return setup(use={"counter": actor(state={"n": 0}, actions={"increment": increment})})
+
+
+Counters = tuple[ActorRuntime, MemoryStore]
+
+
+@pytest.fixture
+async def counters() -> AsyncIterator[Counters]:
+    """A runtime of counters on a memory store, and the store."""
+    store = MemoryStore()
+    async with ActorRuntime(_registry(), store) as runtime:
+        yield runtime, store
+
+
+def _counting_lookups(store: MemoryStore) -> list[tuple[str, Key]]:
+    """Record every ``find_actor`` the runtime asks ``store`` for (the store still answers)."""
+    asked: list[tuple[str, Key]] = []
+    find: Callable[[str, Key], Awaitable[ActorRecord | None]] = store.find_actor
+
+    async def counting(name: str, key: Key) -> ActorRecord | None:
+        asked.append((name, key))
+        await asyncio.sleep(0.01)  # a read takes a while: concurrent callers overlap
+        return await find(name, key)
+
+    store.find_actor = counting  # type: ignore[method-assign]
+    return asked
+
+
+async def test_an_awake_actor_is_found_by_key_without_a_store_read(counters: Counters) -> None:
+    runtime, store = counters
+    counter = runtime.client().counter
+    assert await counter.get_or_create("a").increment() == 1
+    asked = _counting_lookups(store)
+    for expected in range(2, 52):
+        # A new handle each time: each call resolves the key again.
+        assert await counter.get_or_create("a").increment() == expected
+    assert await counter.get("a").increment() == 52
+    assert asked == []
+
+
+async def test_concurrent_first_calls_on_one_key_share_one_read(counters: Counters) -> None:
+    runtime, store = counters
+    asked = _counting_lookups(store)
+    counter = runtime.client().counter
+    results: list[Any] = await asyncio.gather(
+        *(counter.get_or_create("new").increment() for _ in range(200))
+    )
+    assert sorted(results) == list(range(1, 201))
+    # One read for the key; at most one more, shared by the callers who tried to create
+    # the actor while it was being created (each one read the store before).
+    assert 1 <= len(asked) <= 2
+    assert set(asked) == {("counter", ("new",))}
+
+
+async def test_a_destroyed_or_sleeping_actor_is_looked_up_again(counters: Counters) -> None:
+    runtime, store = counters
+    counter = runtime.client().counter
+    first = await counter.get_or_create("d").resolve()
+    await counter.get_or_create("d").increment()
+
+    await runtime.sleep_actor(first)
+    asked = _counting_lookups(store)
+    assert await counter.get_or_create("d").increment() == 2  # woken from the store
+    assert asked == [("counter", ("d",))]
+
+    await runtime.destroy_actor(first)
+    second = await counter.get_or_create("d").resolve()
+    assert second != first  # a new actor, not the destroyed one's id
+    assert await counter.get_or_create("d").increment() == 1
