@@ -30,6 +30,8 @@ def _counter(**options: Any) -> Any:
             "increment": _increment,
             "burst": _burst,
             "other": lambda c: c.broadcast("other", "x"),
+            # To the calling connection alone: not logged, not numbered.
+            "whisper": lambda c: c.conn.send("other", 7),
             "get": lambda c: c.state["count"],
         },
         options={"sleep_timeout": 0.3, **options},

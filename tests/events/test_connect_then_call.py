@@ -5,11 +5,13 @@ the socket usually opens after the action's commit."""
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 
 from perdure.client import create_client
 from tests.support.server import ServerProcess
+from tests.support.wait import eventually
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -49,3 +51,20 @@ async def test_the_blocking_client_too(server: ServerProcess) -> None:
         return seen
 
     assert await asyncio.to_thread(run) == [3] * 5
+
+
+async def test_what_the_actor_sends_to_one_connection_is_not_taken_for_a_number(
+    server: ServerProcess,
+) -> None:
+    async with create_client(server.url) as client:
+        handle = client.counter.get_or_create(["w"])
+        await handle.increment(1)
+        conn = handle.connect()
+        heard: list[Any] = []
+        conn.on("other", heard.append)
+        conn.on("changed", heard.append)
+        await conn.whisper()  # over the connection: c.conn is this one
+        await handle.increment(1)
+        await eventually(lambda: len(heard) >= 2, timeout=10, what="both messages")
+        assert heard[-2:] == [7, 2]  # 7 is no event number
+        await conn.dispose()

@@ -56,6 +56,8 @@ async def test_with_it_events_are_numbered_from_the_cursor(server: ServerProcess
         protocols: Any = ["rivet", "rivet_encoding.json", "perdure_events.s1"]
         async with connect(socket_url(server, "numbered"), subprotocols=protocols) as ws:
             assert (await frame(ws))["tag"] == "Init"
+            numbered = {"name": "$perdure.events", "args": [-1, "numbered"]}
+            assert await frame(ws) == {"tag": "Event", "val": numbered}
             control = {"name": "$perdure.events", "args": [-1, "resumed", 1]}
             assert await frame(ws) == {"tag": "Event", "val": control}
             assert (await frame(ws))["val"] == {"name": "changed", "args": [2, 2]}

@@ -360,13 +360,15 @@ class ConnectionCore(Generic[F]):
             return self._on_control(args)
         if self._numbered:
             seq = args[0] if args else None
-            if isinstance(seq, int):
+            if isinstance(seq, int) and seq > 0:
                 if self.event_cursor is not None and seq <= self.event_cursor:
                     return []  # had it already
                 self.event_cursor = seq
                 args = args[1:]
                 if self.tap is not None:
                     return [Call((self.tap,), (ActorEvent(seq, message.name, list(args)),))]
+            elif seq == 0:
+                args = args[1:]  # sent to this connection alone (conn.send)
         entries = self._events.get(message.name)
         if not entries:
             return []
@@ -380,6 +382,9 @@ class ConnectionCore(Generic[F]):
     def _on_control(self, args: list[Any]) -> list[Effect]:
         """A frame of the resumable-events extension (protocol/resume.py)."""
         kind = args[1] if len(args) > 1 else None
+        if kind == "numbered":
+            self._numbered = True
+            return []
         if kind == "resumed" and len(args) > 2 and isinstance(args[2], int):
             self._numbered = True
             self.event_cursor = args[2]

@@ -4,10 +4,13 @@ Negotiated by the perdure clients and never by the official RivetKit client, whi
 therefore keeps rivetkit's live events. A socket that offers the subprotocol
 ``RESUME_PREFIX + since`` (``s<seq>``: after that event; ``a<ms>``: the events of the
 last ``ms`` milliseconds) gets, right after ``Init``, the control frame
+``Event{CONTROL_EVENT, [-1, "numbered"]}`` (this socket's events are numbered), then
 ``Event{CONTROL_EVENT, [-1, "resumed", start]}`` (events after number ``start``
 follow), then ``Event{CONTROL_EVENT, [-1, "gap", after, resumed_at]}`` when the log no
 longer holds what was asked for, and every event as ``Event{name, [seq, *args]}``.
-Sequence numbers start at 1, so ``-1`` in the first place marks a control frame.
+Sequence numbers start at 1, so ``-1`` in the first place marks a control frame and
+``0`` what the actor sent to this connection alone (``conn.send``: not logged, not
+numbered).
 """
 
 from __future__ import annotations

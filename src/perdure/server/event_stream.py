@@ -11,11 +11,16 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from perdure.protocol.messages import Event
 from perdure.protocol.resume import CONTROL_EVENT, RESUME_PREFIX
 from perdure.runtime.events import LoggedEvent, Since, parse_since
 from perdure.server.outbox import SocketTransport
 
-__all__ = ["SocketEvents", "resume_from"]
+__all__ = ["NUMBERED", "DirectMessages", "SocketEvents", "resume_from"]
+
+# Sent right after Init, before anything the actor sent during admission: from here on
+# this socket's events are numbered (and conn.send's marked 0).
+NUMBERED = Event(CONTROL_EVENT, [-1, "numbered"])
 
 
 def resume_from(offered: Iterable[Any]) -> Since | None:
@@ -46,6 +51,23 @@ class SocketEvents:
     def gap(self, after: int, resumed_at: int) -> None:
         """Queue the gap frame."""
         self._transport.send_event(CONTROL_EVENT, [-1, "gap", after, resumed_at])
+
+
+class DirectMessages:
+    """The transport the actor sees for a resuming socket: what it sends to this one
+    connection (``conn.send``, not logged) goes as ``Event{name, [0, *args]}``, so the
+    client tells it from a numbered event."""
+
+    __slots__ = ("_transport",)
+
+    def __init__(self, transport: SocketTransport) -> None:
+        self._transport = transport
+
+    def send_event(self, name: str, args: list[Any]) -> None:
+        self._transport.send_event(name, [0, *args])
+
+    def close(self, code: int, reason: str) -> None:
+        self._transport.close(code, reason)
 
 
 class _Numbered:

@@ -36,13 +36,13 @@ from perdure.protocol.codec import Encoding, decode_to_server, is_binary, parse_
 from perdure.protocol.messages import ActionRequest, Init, SubscriptionRequest
 from perdure.registry import RegistryOptions
 from perdure.runtime.cluster import RemoteConnection
-from perdure.runtime.connections import inherit_request
+from perdure.runtime.connections import Transport, inherit_request
 from perdure.runtime.dispatch import ConnectionRef
 from perdure.runtime.events import Since
 from perdure.runtime.runtime import ActorRuntime
 from perdure.server._asgi import Receive, Scope, Send, body_too_long, header_value, traced
 from perdure.server._errors import public_error
-from perdure.server.event_stream import SocketEvents, resume_from
+from perdure.server.event_stream import NUMBERED, DirectMessages, SocketEvents, resume_from
 from perdure.server.outbox import EventFrameCache, SocketTransport
 from perdure.server.pipe import handed_on_by_peer, open_upstream, pipe_to_owner
 from perdure.server.request_info import bind as bind_request
@@ -100,7 +100,10 @@ class ConnectHandler:
             if params_text is None:
                 params_text = header_value(scope, b"x-rivet-conn-params")
             since = resume_from(scope.get("subprotocols") or ())
-            admitted = await self._admit(scope, segment, params_text, transport)
+            # A resuming socket numbers its events; what the actor sends to this one
+            # connection (conn.send) is marked as not numbered (event_stream.py).
+            channel = transport if since is None else DirectMessages(transport)
+            admitted = await self._admit(scope, segment, params_text, transport, channel)
         except Exception as exc:
             transport.fail(public_error(exc))
             await transport.run()
@@ -109,11 +112,18 @@ class ConnectHandler:
             # The actor lives on another node of the cluster: pipe the frames there.
             await pipe_to_owner(receive, send, admitted)
             return
+        if since is not None:  # ahead of what on_connect sent, right after Init
+            transport.put_first(NUMBERED)
         transport.put_first(Init(admitted.actor_id, admitted.id))
         await self._serve(receive, admitted, transport, since)
 
     async def _admit(
-        self, scope: Scope, segment: bytes, params_text: str | None, transport: SocketTransport
+        self,
+        scope: Scope,
+        segment: bytes,
+        params_text: str | None,
+        transport: SocketTransport,
+        channel: Transport,
     ) -> ConnectionRef | RemoteConnection | ClientConnection:
         target = parse_target(
             path_segment(segment), parse_query(scope["query_string"]), self.options, self.names
@@ -126,7 +136,7 @@ class ConnectHandler:
             # c.request for the connect hooks, every action and on_disconnect (its tasks
             # inherit it: _action).
             bind_request(scope, actor.actor_id)
-            return await actor.connect(params, transport)
+            return await actor.connect(params, channel)
         cluster = self.cluster
         assert cluster is not None  # only a cluster node has remote owners
         return await open_upstream(
