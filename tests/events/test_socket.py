@@ -72,3 +72,44 @@ async def test_a_bad_cursor_closes_the_socket_with_a_code(server: ServerProcess)
         assert (error["val"]["group"], error["val"]["code"]) == ("events", "invalid_since")
         await asyncio.wait_for(ws.wait_closed(), 10)
         assert ws.close_reason == "events.invalid_since"
+
+
+async def numbered_events(ws: ClientConnection, count: int) -> list[list[Any]]:
+    """The argument lists of the next ``count`` events after the control frames."""
+    assert (await frame(ws))["tag"] == "Init"
+    events: list[list[Any]] = []
+    while len(events) < count:
+        body = await frame(ws)
+        if body["val"]["name"] != "$perdure.events":
+            events.append(body["val"]["args"])
+    return events
+
+
+@pytest.mark.parametrize("burst", [3, 40])
+async def test_a_first_open_by_age_wakes_the_actor_and_reads_the_log(
+    server: ServerProcess, burst: int
+) -> None:
+    async with create_client(server.url) as client:
+        await client.counter.get_or_create([f"age{burst}"]).burst(burst)
+    await asyncio.sleep(1.0)  # the actor sleeps (0.3 s): the socket wakes it
+    protocols: Any = ["rivet", "rivet_encoding.json", "perdure_events.a30000"]
+    async with connect(socket_url(server, f"age{burst}"), subprotocols=protocols) as ws:
+        events = await numbered_events(ws, burst)
+    assert events == [[seq, seq] for seq in range(1, burst + 1)]
+
+
+async def test_a_first_open_by_age_on_an_awake_actor(server: ServerProcess) -> None:
+    plain: Any = ["rivet", "rivet_encoding.json"]
+    async with (
+        create_client(server.url) as client,
+        connect(socket_url(server, "awake"), subprotocols=plain),  # keeps it awake
+    ):
+        handle = client.counter.get_or_create(["awake"])
+        await handle.burst(2)
+        await asyncio.sleep(0.6)
+        await handle.burst(1)
+        protocols: Any = [*plain, "perdure_events.a300"]  # only the last event
+        async with connect(socket_url(server, "awake"), subprotocols=protocols) as ws:
+            assert await numbered_events(ws, 1) == [[3, 3]]
+            await handle.burst(1)
+            assert (await frame(ws))["val"] == {"name": "changed", "args": [4, 4]}

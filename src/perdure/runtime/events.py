@@ -42,6 +42,8 @@ __all__ = [
 
 # Recent durable events kept in memory: most resumes (a reconnect) are served from here.
 _RECENT = 256
+# Events read first from the store for a first open (by time), before the whole log.
+_TAIL = 16
 _SINCE = re.compile(r"(?:s(?P<seq>\d{1,18})|a(?P<age>\d{1,12}))")
 
 
@@ -136,6 +138,10 @@ class EventLog:
         self.seq = seq  # the last number given
         self.durable_seq = seq  # the last number whose commit is durable
         self._pruned_at = seq
+        # What this instance emitted since it woke is all in _recent while it begins
+        # with the first number given here: a first open then needs no store read.
+        self._first_seq = seq + 1
+        self._woke_at = instance.runtime.clock.now_ms()
         self._pending: deque[LoggedEvent] = deque()
         self._recent: deque[LoggedEvent] = deque(maxlen=min(self.max_events, _RECENT))
         self.followers: dict[str, _Follower] = {}
@@ -216,8 +222,7 @@ class EventLog:
             return [], None, durable  # from now
         if since.seq is None:
             recent_time = max(oldest_time, now - since.age_ms)
-            events = await self._read(window, durable)
-            events = [e for e in events if e.emitted_at >= recent_time]
+            events = await self._since_time(recent_time, window, durable)
             return events, None, (events[0].seq - 1 if events else durable)
         after = since.seq
         if after > self.seq:
@@ -231,6 +236,22 @@ class EventLog:
         if first > after + 1:
             return events, (after, first), first - 1
         return events, None, after
+
+    async def _since_time(self, since: int, window: int, through: int) -> list[LoggedEvent]:
+        """Durable readable events emitted at or after ``since`` (epoch ms)."""
+        recent = self._recent
+        # Awake for the whole span: its events are in memory if the memory reaches back
+        # to the instance's first event or to before the span.
+        if self._woke_at <= since and (
+            not recent or recent[0].seq == self._first_seq or recent[0].emitted_at < since
+        ):
+            return [e for e in recent if e.emitted_at >= since and e.seq <= through]
+        # Else the store: the last few events first, which usually reach back far enough.
+        tail = max(window, through - _TAIL)
+        events = await self._read(tail, through)
+        if tail > window and (not events or events[0].emitted_at >= since):
+            events = await self._read(window, through)
+        return [e for e in events if e.emitted_at >= since]
 
     async def _read(self, after: int, through: int) -> list[LoggedEvent]:
         """Durable events with ``after < seq <= through``: from memory when it holds
