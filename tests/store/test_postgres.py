@@ -385,8 +385,8 @@ def test_commits_that_cannot_merge_keep_their_own_statements() -> None:
 async def test_the_writer_reconnects_after_losing_its_connection(schema: str) -> None:
     async with opened(schema) as store:
         await store.create_actor(record("a1"))
-        writer = store._writer
-        assert writer is not None
+        assert store._writer is not None
+        writer = store._writer.writer_for("a1")
         assert writer._conn is not None
         pid = writer._conn.info.backend_pid
         async with raw() as admin:
@@ -427,13 +427,15 @@ async def test_a_resent_create_recognises_its_own_row(schema: str) -> None:
 async def test_power_durability_turns_synchronous_commit_back_on(schema: str) -> None:
     url = POSTGRES_URL + ("&" if "?" in POSTGRES_URL else "?")
     url += "options=-c%20synchronous_commit%3Doff"
-    store = PostgresStore(url, schema=schema, durability="power", pool_max=2)
+    store = PostgresStore(url, schema=schema, durability="power", pool_max=2, writers=2)
     await store.open()
     try:
         assert store._writer is not None
-        assert store._writer._conn is not None
-        cursor = await store._writer._conn.execute("SHOW synchronous_commit")
-        assert await cursor.fetchone() == ("on",)
+        assert len(store._writer.writers) == 2
+        for writer in store._writer.writers:
+            assert writer._conn is not None
+            cursor = await writer._conn.execute("SHOW synchronous_commit")
+            assert await cursor.fetchone() == ("on",)
         await store.create_actor(record("a1"))
         assert await store.get_actor("a1") == record("a1")
     finally:

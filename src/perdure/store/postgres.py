@@ -1,8 +1,10 @@
-"""The PostgreSQL backend: a pool for reads, one pipelined group-commit writer, leases.
+"""The PostgreSQL backend: a pool for reads, pipelined group-commit writers, leases.
 
-Writes (``create_actor``, ``commit``, ``delete_actor``) go to one writer task with its own
-connection, which batches the writes of many actors into one transaction sent in one
-round trip (see :mod:`perdure.store._postgres_writer`). Reads take a connection from a
+Writes (``create_actor``, ``commit``, ``delete_actor``) go to the writer task of their
+actor (``writers`` of them, default 1, each with its own connection, an actor's writes
+always on the same one: :mod:`perdure.store._postgres_writers`). Each batches the writes
+of many actors into one transaction sent in one round trip (see
+:mod:`perdure.store._postgres_writer`). Reads take a connection from a
 ``psycopg_pool.AsyncConnectionPool``. A write is visible to every read made after its
 ``await`` returns, because the writer commits before it settles the future.
 
@@ -67,7 +69,7 @@ from perdure.store._postgres_sql import (
     NEXT_WAKE_AT,
     record_from_row,
 )
-from perdure.store._postgres_writer import PostgresWriter
+from perdure.store._postgres_writers import PostgresWriters
 from perdure.store._shared import (
     StoreClosed,
     check_ttl,
@@ -100,8 +102,8 @@ class PostgresStore(Store):
     ``url`` is a libpq connection string or URI (``postgresql://user@host:5432/db``).
     ``schema`` puts every table in that schema (created if missing); without it, the
     tables go to the first schema of the server's ``search_path`` (usually ``public``).
-    ``pool_min``/``pool_max`` size the read pool. The writer and, once
-    :meth:`watch_wakeups` is used, the listener hold one more connection each.
+    ``pool_min``/``pool_max`` size the read pool. Each of the ``writers`` (default 1) and,
+    once :meth:`watch_wakeups` is used, the listener hold one more connection.
 
     Durability: a write returns once PostgreSQL has committed it. With the server's
     default ``synchronous_commit=on`` the commit is flushed to the WAL on disk first, so
@@ -133,6 +135,7 @@ class PostgresStore(Store):
         durability: Durability = "process",
         connect_timeout: float = 30.0,
         store_timeout: float = 5.0,
+        writers: int = 1,
     ) -> None:
         if durability not in ("process", "power"):
             raise ValueError(f"durability must be 'process' or 'power', not {durability!r}")
@@ -144,6 +147,8 @@ class PostgresStore(Store):
             raise ValueError(
                 f"store_timeout must be a positive number of seconds, not {store_timeout}"
             )
+        if writers < 1:
+            raise ValueError(f"writers must be at least 1, not {writers}")
         if schema is not None and not schema:
             raise ValueError("schema must be a non-empty name (or None)")
         self.url = url
@@ -153,8 +158,9 @@ class PostgresStore(Store):
         self.durability = durability
         self.connect_timeout = connect_timeout
         self.store_timeout = store_timeout
+        self.writers = writers
         self._pool: AsyncConnectionPool[Connection] | None = None
-        self._writer: PostgresWriter | None = None
+        self._writer: PostgresWriters | None = None
         self._listener: WakeupListener | None = None
         self._channel = ""
         self._lifecycle = asyncio.Lock()
@@ -178,8 +184,10 @@ class PostgresStore(Store):
                 await conn.close()
                 raise
             self._channel = wake_channel(schema)
-            writer = PostgresWriter(self._connect_writer, timeout=self.store_timeout)
-            writer.observer = self.observer
+            writer = PostgresWriters(
+                self._connect_writer, count=self.writers, timeout=self.store_timeout
+            )
+            writer.set_observer(self.observer)
             await writer.start(conn)
             pool: AsyncConnectionPool[Connection] = AsyncConnectionPool(
                 self.url,
@@ -243,10 +251,10 @@ class PostgresStore(Store):
 
     # --- writes: through the group-commit writer ----------------------------------------
 
-    def _submit(self, op: WriteOp) -> asyncio.Future[Any]:
+    def _submit(self, op: WriteOp, actor_id: str) -> asyncio.Future[Any]:
         if self._writer is None:
             raise StoreClosed("PostgreSQL")
-        self._writer.submit(op)
+        self._writer.submit(op, actor_id)
         return op.future
 
     def _new_future(self) -> asyncio.Future[Any]:
@@ -256,7 +264,7 @@ class PostgresStore(Store):
 
     async def create_actor(self, record: ActorRecord) -> None:
         """Insert a new actor (see :meth:`Store.create_actor`)."""
-        await self._submit(CreateOp(self._new_future(), record, self._channel))
+        await self._submit(CreateOp(self._new_future(), record, self._channel), record.actor_id)
 
     async def commit(self, commit: ActorCommit) -> None:
         """Apply ``commit`` atomically; its contents are copied before this returns control."""
@@ -265,11 +273,11 @@ class PostgresStore(Store):
     def submit(self, commit: ActorCommit) -> asyncio.Future[None]:
         """Queue ``commit`` for the writer (no task per commit); the future settles when
         it is durable."""
-        return self._submit(CommitOp(self._new_future(), commit, self._channel))
+        return self._submit(CommitOp(self._new_future(), commit, self._channel), commit.actor_id)
 
     async def delete_actor(self, actor_id: str) -> bool:
         """Delete the actor with its queue and history; ``False`` if it did not exist."""
-        existed: bool = await self._submit(DeleteOp(self._new_future(), actor_id))
+        existed: bool = await self._submit(DeleteOp(self._new_future(), actor_id), actor_id)
         return existed
 
     # --- reads: through the pool ----------------------------------------------------------
@@ -312,7 +320,9 @@ class PostgresStore(Store):
 
         Through the writer, after the commits queued before it; the statement waits for
         any other session's transaction on the row (a previous owner's last commit)."""
-        claimed: ActorRecord | None = await self._submit(ClaimOp(self._new_future(), actor_id))
+        claimed: ActorRecord | None = await self._submit(
+            ClaimOp(self._new_future(), actor_id), actor_id
+        )
         return claimed
 
     async def find_actor(self, name: str, key: Key) -> ActorRecord | None:
@@ -405,13 +415,15 @@ class PostgresStore(Store):
         other sessions' transactions on the row, as :meth:`claim_actor` does."""
         check_ttl(ttl_ms)
         op = AcquireOp(self._new_future(), actor_id, node_id, ttl_ms, now)
-        taken: tuple[ActorRecord, Lease] = await self._submit(op)
+        taken: tuple[ActorRecord, Lease] = await self._submit(op, actor_id)
         return taken
 
     async def renew_lease(self, lease: Lease, ttl_ms: int, *, now: int | None = None) -> Lease:
         """Extend ``lease`` if it is still the current one, else ``LeaseLost``."""
         check_ttl(ttl_ms)
-        renewed: Lease = await self._submit(RenewOp(self._new_future(), lease, ttl_ms, now))
+        renewed: Lease = await self._submit(
+            RenewOp(self._new_future(), lease, ttl_ms, now), lease.actor_id
+        )
         return renewed
 
     async def renew_leases(
@@ -441,7 +453,7 @@ class PostgresStore(Store):
 
     async def release_lease(self, lease: Lease) -> None:
         """Clear the owner if ``lease`` is still the current one."""
-        await self._submit(ReleaseOp(self._new_future(), lease))
+        await self._submit(ReleaseOp(self._new_future(), lease), lease.actor_id)
 
     async def get_lease(self, actor_id: str) -> Lease | None:
         """The lease recorded on the actor, or ``None``."""
