@@ -27,11 +27,10 @@ class Owner:
             sleep_timeout=timeout,
             no_sleep=self.no_sleep,
             connections=self.conns,
-            sleep=self._sleep,
             clock=clock,
         )
 
-    def _sleep(self) -> None:
+    def sleep_when_idle(self) -> None:
         self.slept += 1
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable, Sized
+from collections.abc import Awaitable, Sized
 from typing import Any, Protocol, TypeVar
 
 from perdure.runtime.clock import Clock, SystemClock, TimerHandle, call_later
@@ -34,15 +34,34 @@ class SleepOwner(Protocol):
         """``"running"`` while the actor takes work."""
         ...
 
+    def sleep_when_idle(self) -> None:
+        """Put the actor to sleep: the sleep timer ran out while it was idle."""
+
 
 class ActivityTracker:
     """Counts work in flight and arms the sleep timer of one actor.
 
     ``no_sleep``: the actor never idle-sleeps; ``connections``: its open connections
-    (any one keeps it awake); ``sleep``: put it to sleep (the timer ran out while it was
-    idle); ``clock``: the runtime's clock, which the sleep timer counts on (a
-    ``ManualClock(idle_sleep=True)`` puts idle actors to sleep as it moves).
+    (any one keeps it awake); ``clock``: the runtime's clock, which the sleep timer
+    counts on (a ``ManualClock(idle_sleep=True)`` puts idle actors to sleep as it moves).
     """
+
+    # One per awake actor: slots instead of a dict (see bench/README.md, memory).
+    __slots__ = (
+        "_active",
+        "_clock",
+        "_connections",
+        "_idle_event",
+        "_idle_since",
+        "_no_sleep",
+        "_owner",
+        "_sleep_timeout",
+        "_sleep_timer",
+        "_stale",
+        "_tracked",
+        "run_active",
+        "run_sleep_ok",
+    )
 
     def __init__(
         self,
@@ -51,14 +70,12 @@ class ActivityTracker:
         sleep_timeout: float,
         no_sleep: bool,
         connections: Sized,
-        sleep: Callable[[], None],
         clock: Clock | None = None,
     ) -> None:
         self._owner = owner
         self._sleep_timeout = sleep_timeout
         self._no_sleep = no_sleep
         self._connections = connections
-        self._sleep = sleep
         if clock is None or not getattr(clock, "idle_sleep", True):
             clock = SystemClock()  # a ManualClock that leaves idle sleep on real time
         self._clock: Clock = clock
@@ -152,7 +169,7 @@ class ActivityTracker:
         if remaining > 0.001:
             self._sleep_timer = call_later(self._clock, remaining, self._sleep_due)
         else:
-            self._sleep()
+            self._owner.sleep_when_idle()
 
     def _now(self) -> float:
         """The sleep timer's clock, in seconds (the loop's own, monotonic, when real)."""

@@ -51,8 +51,12 @@ class StateOwner(ActorFacts, Protocol):
 
     state: Any
     """The state, encoded at every flush."""
-    label: str
-    """Names the actor in the error of a state that cannot be encoded."""
+
+    @property
+    def label(self) -> str:
+        """Names the actor in the error of a state that cannot be encoded."""
+        ...
+
     observer: Observers
     """Told when a commit made a state or history change durable."""
 
@@ -64,6 +68,24 @@ class CommitPipeline:
     ``on_failure`` is told (once) when a write failed. ``state_schema`` (if any) is the
     state's declared type: it is checked and stored in its plain form.
     """
+
+    # One per awake actor: slots instead of a dict (see bench/README.md, memory).
+    __slots__ = (
+        "_actor_id",
+        "_closed",
+        "_events_durable",
+        "_fence",
+        "_last_commit",
+        "_last_state",
+        "_next_flush",
+        "_on_failure",
+        "_owner",
+        "_pending",
+        "_poisoned",
+        "_state_schema",
+        "_state_written",
+        "_store",
+    )
 
     def __init__(
         self,
@@ -309,6 +331,8 @@ class CommitPipeline:
         return encode_value(state, what="state", owner=owner.label)
 
     def _after_commit(self, future: asyncio.Future[None]) -> None:
+        if future is self._last_commit:
+            self._last_commit = None  # nothing in flight: an idle actor keeps no future
         error = ActorAborted() if future.cancelled() else future.exception()
         if error is not None:
             if not isinstance(error, ActorAborted):

@@ -129,6 +129,21 @@ class _Follower:
 class EventLog:
     """Numbers, logs and delivers one live actor's events (see the module docstring)."""
 
+    __slots__ = (
+        "_first_seq",
+        "_instance",
+        "_pending",
+        "_prune_every",
+        "_pruned_at",
+        "_recent",
+        "_woke_at",
+        "durable_seq",
+        "followers",
+        "max_age_ms",
+        "max_events",
+        "seq",
+    )
+
     def __init__(self, instance: ActorInstance, seq: int) -> None:
         self._instance = instance
         options = instance.options
@@ -142,8 +157,10 @@ class EventLog:
         # with the first number given here: a first open then needs no store read.
         self._first_seq = seq + 1
         self._woke_at = instance.runtime.clock.now_ms()
-        self._pending: deque[LoggedEvent] = deque()
-        self._recent: deque[LoggedEvent] = deque(maxlen=min(self.max_events, _RECENT))
+        # Made on the first event: most awake actors of a large fleet never emit one,
+        # and two deques cost each of them about 1.5 KB.
+        self._pending: deque[LoggedEvent] | None = None
+        self._recent: deque[LoggedEvent] | None = None
         self.followers: dict[str, _Follower] = {}
 
     # ------------------------------------------------------------------ emitting
@@ -160,14 +177,22 @@ class EventLog:
             self._pruned_at = seq
             prune = (seq - self.max_events, now - self.max_age_ms)
         instance.commits.put_event(EventRecord(seq, name, data, now), prune)
-        self._pending.append(LoggedEvent(seq, name, args, now))
+        pending = self._pending
+        if pending is None:
+            pending = self._pending = deque()
+        pending.append(LoggedEvent(seq, name, args, now))
 
     def durable(self, through: int) -> None:
         """The commit carrying events up to ``through`` is durable: deliver them."""
         pending = self._pending
+        if not pending:
+            return
+        recent = self._recent
+        if recent is None:
+            recent = self._recent = deque(maxlen=min(self.max_events, _RECENT))
         while pending and pending[0].seq <= through:
             event = pending.popleft()
-            self._recent.append(event)
+            recent.append(event)
             self.durable_seq = event.seq
             self._deliver(event)
 
@@ -239,7 +264,7 @@ class EventLog:
 
     async def _since_time(self, since: int, window: int, through: int) -> list[LoggedEvent]:
         """Durable readable events emitted at or after ``since`` (epoch ms)."""
-        recent = self._recent
+        recent = self._recent or ()
         # Awake for the whole span: its events are in memory if the memory reaches back
         # to the instance's first event or to before the span.
         if self._woke_at <= since and (

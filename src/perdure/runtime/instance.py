@@ -10,7 +10,6 @@ the adapter of :mod:`perdure.runtime.workflow_host`.
 from __future__ import annotations
 
 import asyncio
-import functools
 import inspect
 import logging
 import uuid
@@ -58,6 +57,18 @@ _log = logging.getLogger("perdure.actor")
 class ActorInstance:
     """One awake actor. Created and owned by :class:`~perdure.runtime.runtime.ActorRuntime`."""
 
+    # Slots: an instance of a class with more than 30 attributes has no shared-key dict,
+    # and tens of thousands are awake at once (a dict of ~1.7 KB each; see bench/README.md).
+    # Written as words to split, so that the list takes five lines, not thirty-two.
+    __slots__ = tuple(
+        """
+        __weakref__ _alarms _claimed _logger _run_task _stopped _wake_at abort activity
+        actor_id commits conns context definition events generation identity key name
+        observer options queue record runtime schedules state status stop_reason tasks
+        vars workflow
+        """.split()  # noqa: SIM905
+    )
+
     def __init__(
         self,
         runtime: ActorRuntime,
@@ -74,7 +85,6 @@ class ActorInstance:
         self.options = definition.options
         self.actor_id = record.actor_id
         self.name = record.name
-        self.label = f"{record.name}/{record.actor_id}"  # names the actor in errors
         self.key = record.key
         self.generation = record.generation if claimed else record.generation + 1
         # Who answers requests served by this instance (headers, error bodies): built once.
@@ -86,19 +96,12 @@ class ActorInstance:
         self.conns: dict[str, Connection] = {}
         self.status: Status = "starting"
         self.abort = AbortSignal()
-        # actor_*: the fields of a JSON log line (perdure.observe.logs).
-        self.log = logging.LoggerAdapter(
-            _log,
-            {
-                "actor": self.label,
-                "actor_name": self.name,
-                "actor_key": self.key,
-                "actor_id": self.actor_id,
-            },
-        )
+        # The parts below that most awake actors never use are made on first use (the
+        # logger, the stopped future, the alarms): tens of thousands may be awake at once.
+        self._logger: logging.LoggerAdapter[logging.Logger] | None = None
         self.context = ActorContext(self)
-        self.tasks = TaskOwner(f"actor {self.name}/{self.actor_id}")
-        self.stopped = asyncio.get_running_loop().create_future()
+        self.tasks = TaskOwner(self)
+        self._stopped: asyncio.Future[None] | None = None
         self.stop_reason: StopReason | None = None
         self.observer = runtime.observers
         self.events = EventLog(self, record.event_seq)
@@ -120,16 +123,51 @@ class ActorInstance:
             sleep_timeout=self.options.sleep_timeout,
             no_sleep=self.options.no_sleep,
             connections=self.conns,
-            sleep=functools.partial(runtime.schedule_stop, self, "sleep"),
             clock=runtime.clock,
         )
         self._run_task: asyncio.Task[None] | None = None
         self.queue: ActorQueue | None = None
         self.workflow: WorkflowRunner | None = None
         # Alarms by source ("workflow", "schedule"); the earliest is the stored wake_at.
-        self._alarms: dict[str, int] = {}
+        self._alarms: dict[str, int] | None = None
         self._wake_at = record.wake_at
         self.schedules = ScheduleManager(self)
+
+    def __str__(self) -> str:
+        return f"actor {self.label}"
+
+    @property
+    def label(self) -> str:
+        """Names the actor in errors and logs: ``name/actor_id``."""
+        return f"{self.name}/{self.actor_id}"
+
+    @property
+    def log(self) -> logging.LoggerAdapter[logging.Logger]:
+        """The actor's logger; actor_*: the fields of a JSON log line (observe/logs.py)."""
+        logger = self._logger
+        if logger is None:
+            extra = {
+                "actor": self.label,
+                "actor_name": self.name,
+                "actor_key": self.key,
+                "actor_id": self.actor_id,
+            }
+            logger = self._logger = logging.LoggerAdapter(_log, extra)
+        return logger
+
+    @property
+    def stopped(self) -> asyncio.Future[None]:
+        """Done once the instance has stopped."""
+        future = self._stopped
+        if future is None:
+            future = self._stopped = asyncio.get_running_loop().create_future()
+            if self.status == "stopped":
+                future.set_result(None)
+        return future
+
+    def sleep_when_idle(self) -> None:
+        """The sleep timer ran out while the actor was idle (ActivityTracker)."""
+        self.runtime.schedule_stop(self, "sleep")
 
     # ----------------------------------------------------------------- lifecycle
 
@@ -237,8 +275,9 @@ class ActorInstance:
     def _mark_stopped(self) -> None:
         self.status = "stopped"
         self.commits.close()
-        if not self.stopped.done():
-            self.stopped.set_result(None)
+        stopped = self._stopped
+        if stopped is not None and not stopped.done():
+            stopped.set_result(None)
 
     async def _wind_down(self, deadline: float) -> None:
         """Let in-flight actions and the run handler finish within the grace period."""
@@ -518,11 +557,15 @@ class ActorInstance:
 
     def set_alarm(self, source: str, at: int | None) -> None:
         """Set or clear one source's alarm; the earliest becomes the stored ``wake_at``."""
+        alarms = self._alarms
         if at is None:
-            self._alarms.pop(source, None)
+            if alarms is not None:
+                alarms.pop(source, None)
         else:
-            self._alarms[source] = at
-        earliest = min(self._alarms.values()) if self._alarms else None
+            if alarms is None:
+                alarms = self._alarms = {}
+            alarms[source] = at
+        earliest = min(alarms.values()) if alarms else None
         if earliest != self._wake_at:
             self._write_wake_at(earliest)
             self.runtime.alarms.note(earliest)

@@ -20,7 +20,11 @@ _log = logging.getLogger("perdure.tasks")
 class TaskOwner:
     """A set of tasks that live no longer than their owner."""
 
-    def __init__(self, name: str) -> None:
+    __slots__ = ("_closed", "_name", "_tasks")
+
+    def __init__(self, name: object) -> None:
+        """``name``: what names the owner in errors and logs (its ``str()``; an actor
+        instance is passed as itself, so that no name string is made per actor)."""
         self._name = name
         # Made at the first task: most awake actors have none running (an empty set is
         # 216 bytes an actor).
