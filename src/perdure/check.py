@@ -22,11 +22,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from perdure.errors import PerdureError
 from perdure.registry import Registry
-from perdure.store import SQLiteStore, StoreLocked
 from perdure.store.base import ActorRecord, Store
 from perdure.store.codec import decode_value
+from perdure.store.read_only import open_read_only
 from perdure.workflows.check import Verdict, judge_history
 from perdure.workflows.core import META_LOCATION
 
@@ -221,56 +220,3 @@ def _absent_message(kind: str, status: str | None) -> str:
 
 
 # ------------------------------------------------------------------- opening read-only
-
-
-class CheckStoreError(PerdureError):
-    """The store cannot be opened for the check."""
-
-    group = "store"
-    default_code = "check_unavailable"
-
-
-class _ReadOnlySQLite(SQLiteStore):
-    """A SQLite store with no writer: one connection that SQLite itself keeps from
-    writing (``query_only``). With no server on the file, the data lock is held while
-    the check reads (so none starts meanwhile) and the file is opened ``immutable``:
-    not even the ``-wal``/``-shm`` files are created. Beside a running server it reads
-    as that server's own readers do."""
-
-    async def open(self) -> None:
-        from perdure.store._sqlite_writer import connect
-
-        file = self.path.resolve()
-        if not file.is_file():
-            raise CheckStoreError(f"no database at {file}")
-        try:
-            lock = self.lock()
-        except StoreLocked:
-            lock = None  # a server runs: read beside it
-        wal = file.with_name(file.name + "-wal")
-        unflushed = wal.exists() and wal.stat().st_size > 0
-        mode = "immutable=1" if lock is not None and not unflushed else "mode=ro"
-        try:
-            reader = connect(f"{file.as_uri()}?{mode}", uri=True)
-            reader.execute("PRAGMA query_only = ON").fetchall()
-        except BaseException:
-            if lock is not None:
-                lock.release()
-            raise
-        self._reader, self._lock = reader, lock
-
-
-def open_read_only(store: Store) -> Store:
-    """The same database as ``store`` (built, not opened), opened so that it refuses
-    writes: SQLite ``query_only``; PostgreSQL ``default_transaction_read_only``."""
-    if isinstance(store, SQLiteStore):
-        return _ReadOnlySQLite(store.path, exclusive=False)
-    from perdure.store.postgres import PostgresStore
-
-    if isinstance(store, PostgresStore):
-        from perdure.check_postgres import read_only_postgres
-
-        return read_only_postgres(store)
-    raise CheckStoreError(
-        f"{type(store).__name__} holds nothing between runs: check a SQLite or PostgreSQL store"
-    )

@@ -1,5 +1,6 @@
-"""A PostgreSQL store for ``perdure check``: reads through a pool whose every session is
-read-only (``default_transaction_read_only``), with no writer and no migration."""
+"""A read-only PostgreSQL store (``perdure check``, see read_only.py): reads through a
+pool whose every session is ``default_transaction_read_only``, with no writer and no
+migration."""
 
 from __future__ import annotations
 
