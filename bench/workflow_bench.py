@@ -6,6 +6,9 @@
 (b) a workflow of 1,000 trivial durable steps: time per step (in-process, SQLite);
 (c) 100 actors each running the progress workload at once: steps per second
     (in-process, SQLite, group commit).
+
+``--store postgres`` runs (a) and (c) on the PostgreSQL of the tests (``PERDURE_TEST_PG``
+or 127.0.0.1), each run in a fresh schema that is dropped afterwards.
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ import asyncio
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -22,17 +27,35 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from examples.progress import registry as progress_registry
 from rawhttp import RawConnection
+from tests.support.postgres import POSTGRES_URL, drop_schema, new_schema_name
 from tests.support.server import ServerProcess
 
 from perdure import ActorRuntime, WorkflowContext, setup, workflow
 from perdure.client import create_client
-from perdure.store import SQLiteStore
+from perdure.store import SQLiteStore, Store, open_store
 from perdure.tuning import tune_garbage_collector
 
 
-async def bench_progress_over_http(jobs: int = 2000, senders: int = 32) -> dict[str, Any]:
-    with tempfile.TemporaryDirectory() as tmp:
-        server = ServerProcess("examples.app:registry", Path(tmp))
+@contextmanager
+def store_url(kind: str) -> Iterator[str | None]:
+    """``None`` for SQLite (the default), else a PostgreSQL URL in a fresh schema."""
+    if kind == "sqlite":
+        yield None
+        return
+    schema = new_schema_name()
+    separator = "&" if "?" in POSTGRES_URL else "?"
+    try:
+        yield f"{POSTGRES_URL}{separator}schema={schema}"
+    finally:
+        drop_schema(schema)
+
+
+async def bench_progress_over_http(
+    jobs: int = 2000, senders: int = 32, store: str = "sqlite"
+) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory() as tmp, store_url(store) as url:
+        extra = [] if url is None else ["--store", url]
+        server = ServerProcess("examples.app:registry", Path(tmp), extra_args=extra)
         await asyncio.to_thread(server.start)
         try:
             async with create_client(server.url) as client:
@@ -141,9 +164,12 @@ async def run_many_actors(
     }
 
 
-async def bench_many_actors(actors: int = 100, jobs_per_actor: int = 50) -> dict[str, Any]:
-    with tempfile.TemporaryDirectory() as tmp:
-        async with ActorRuntime(progress_registry, SQLiteStore(Path(tmp) / "c.db")) as runtime:
+async def bench_many_actors(
+    actors: int = 100, jobs_per_actor: int = 50, store: str = "sqlite"
+) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory() as tmp, store_url(store) as url:
+        backend: Store = SQLiteStore(Path(tmp) / "c.db") if url is None else open_store(url)
+        async with ActorRuntime(progress_registry, backend) as runtime:
             return await run_many_actors(runtime, actors, jobs_per_actor)
 
 
@@ -160,12 +186,19 @@ def main() -> None:
         action="store_false",
         help="keep Python's collector defaults (perdure serve tunes them; see perdure.tuning)",
     )
+    parser.add_argument(
+        "--store",
+        choices=["sqlite", "postgres"],
+        default="sqlite",
+        help="the store of (a) and (c); (b) is always SQLite",
+    )
     args = parser.parse_args()
     if args.gc_tuning:
         tune_garbage_collector()  # (b) and (c) run in this process, as perdure serve would
     for name in args.benches:
         for _ in range(args.runs):
-            result = asyncio.run(BENCHES[name]())
+            options = {} if name == "b" else {"store": args.store}
+            result = asyncio.run(BENCHES[name](**options))
             print(f"({name})", result, flush=True)
 
 

@@ -8,6 +8,7 @@ import asyncio
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -42,32 +43,37 @@ async def take(stream: AsyncIterator[dict[str, str]], count: int) -> list[dict[s
     return [await asyncio.wait_for(anext(stream), TIMEOUT) for _ in range(count)]
 
 
+async def since_live_and_resume(http: httpx.AsyncClient, stream_url: str, handle: Any) -> None:
+    """Three events, a stream from ``since=1`` (two logged, one live), then a stream
+    resumed after ``Last-Event-ID: 4`` gets the two emitted while none was open."""
+    for _ in range(3):
+        await handle.increment(1)
+    async with http.stream("GET", stream_url + "&since=1") as response:
+        assert response.status_code == 200, await response.aread()
+        assert response.headers["content-type"].startswith("text/event-stream")
+        stream = messages(response)
+        got = await take(stream, 2)
+        assert got == [
+            {"id": "2", "event": "changed", "data": "[2]"},
+            {"id": "3", "event": "changed", "data": "[3]"},
+        ]
+        await handle.increment(1)
+        assert await take(stream, 1) == [{"id": "4", "event": "changed", "data": "[4]"}]
+    await handle.increment(1)
+    await handle.other()
+    # A browser reconnecting sends the last id it saw.
+    headers = {"last-event-id": "4"}
+    async with http.stream("GET", stream_url, headers=headers) as response:
+        got = await take(messages(response), 2)
+        assert got == [
+            {"id": "5", "event": "changed", "data": "[5]"},
+            {"id": "6", "event": "other", "data": '["x"]'},
+        ]
+
+
 async def test_events_from_since_then_live_then_resumed(server: ServerProcess) -> None:
     async with create_client(server.url) as client, httpx.AsyncClient(timeout=TIMEOUT) as http:
-        handle = client.counter.get_or_create(["s"])
-        for _ in range(3):
-            await handle.increment(1)
-        async with http.stream("GET", url(server, "s") + "&since=1") as response:
-            assert response.status_code == 200
-            assert response.headers["content-type"].startswith("text/event-stream")
-            stream = messages(response)
-            got = await take(stream, 2)
-            assert got == [
-                {"id": "2", "event": "changed", "data": "[2]"},
-                {"id": "3", "event": "changed", "data": "[3]"},
-            ]
-            await handle.increment(1)
-            assert await take(stream, 1) == [{"id": "4", "event": "changed", "data": "[4]"}]
-        await handle.increment(1)
-        await handle.other()
-        # A browser reconnecting sends the last id it saw.
-        headers = {"last-event-id": "4"}
-        async with http.stream("GET", url(server, "s"), headers=headers) as response:
-            got = await take(messages(response), 2)
-            assert got == [
-                {"id": "5", "event": "changed", "data": "[5]"},
-                {"id": "6", "event": "other", "data": '["x"]'},
-            ]
+        await since_live_and_resume(http, url(server, "s"), client.counter.get_or_create(["s"]))
 
 
 async def test_without_since_the_stream_starts_now(server: ServerProcess) -> None:

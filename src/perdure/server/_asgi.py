@@ -22,6 +22,7 @@ __all__ = [
     "Scope",
     "Send",
     "body_too_long",
+    "client_gone",
     "header_value",
     "outgoing_too_long",
     "read_body",
@@ -123,3 +124,9 @@ async def send_bytes(
         headers.extend(extra)
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
+
+
+async def client_gone(receive: Receive) -> None:
+    """Return once the client has gone away (for a response that streams until then)."""
+    while (await receive())["type"] != "http.disconnect":
+        pass

@@ -69,7 +69,7 @@ class Gateway:
         self.names = set(runtime.registry.actors)
         self.connect_handler = ConnectHandler(runtime, self.names)
         self.raw = RawHandler(self.dispatch, self.options, self.names, runtime.cluster)
-        self.events = EventStream(self.dispatch, self.options, self.names)
+        self.events = EventStream(self.dispatch, self.options, self.names, self.raw.relay)
 
     async def aclose(self) -> None:
         """Close what the gateway keeps open to the other nodes (the raw relay's)."""

@@ -1,4 +1,5 @@
-"""Raw requests and sockets for an actor another node of the cluster owns: relayed there.
+"""Raw requests and sockets, and event streams, for an actor another node of the
+cluster owns: relayed there.
 
 A raw exchange (``on_request``/``on_websocket``) is the application's own bytes, not an
 operation the forward endpoint (:mod:`perdure.server.peers`) can carry. So a node that
@@ -15,13 +16,15 @@ client's address goes along in ``x-forwarded-for``.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 from urllib.parse import parse_qsl, quote, urlencode
 
 import httpx
 
 from perdure.runtime.cluster import ActorUnavailable, PeerNode, PeerUnreachable
-from perdure.server._asgi import Receive, Scope, Send, header_value
+from perdure.server._asgi import Receive, Scope, Send, client_gone, header_value
 from perdure.server.pipe import dial, peer_headers, pipe_to_owner, websocket_url
 
 __all__ = ["RawRelay"]
@@ -63,7 +66,31 @@ class RawRelay:
         ``PeerUnreachable`` when the owner cannot be reached (nothing was delivered),
         ``ActorUnavailable`` when it did not answer (it may have served the request).
         """
-        url = f"{owner.address.rstrip('/')}{_raw_path(actor_id, 'request', rest, scope)}"
+        await self._relay(owner, scope, body, send, _raw_path(actor_id, "request", rest, scope))
+
+    async def event_stream(
+        self, owner: PeerNode, scope: Scope, receive: Receive, send: Send, actor_id: str
+    ) -> None:
+        """Relay a Server-Sent Events stream (:mod:`perdure.server.sse`) from the owner
+        until the client goes away or the owner ends it. The client's headers go along,
+        ``Last-Event-ID`` included, so the owner resumes where the client asks; when the
+        owner stops (a drain, a crash), the stream ends and the browser reconnects."""
+        path = _raw_path(actor_id, "events", "", scope)
+        relay = asyncio.ensure_future(self._relay(owner, scope, b"", send, path))
+        gone = asyncio.ensure_future(client_gone(receive))
+        try:
+            await asyncio.wait({relay, gone}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            gone.cancel()
+            if not relay.done():
+                relay.cancel()  # the client left: close the stream to the owner
+            with contextlib.suppress(asyncio.CancelledError):
+                await relay  # its errors (owner unreachable …) are the caller's
+
+    async def _relay(
+        self, owner: PeerNode, scope: Scope, body: bytes, send: Send, path: str
+    ) -> None:
+        url = f"{owner.address.rstrip('/')}{path}"
         client = self._http()
         outgoing = client.build_request(
             scope["method"], url, headers=self._headers(scope, keep_all=True), content=body

@@ -13,8 +13,9 @@ A comment line is sent every 15 s so that proxies keep the stream open.
 
 Errors before the stream starts are answered like any gateway error (400
 ``events.invalid_since`` for a bad ``since``/``Last-Event-ID``, 404 ``actor.not_found``
-…). The actor must live on the node the request reaches (``events.not_local``
-otherwise, 503: retry, or use a WebSocket, which is piped to the owner).
+…). In a cluster, a stream of an actor another node owns is relayed from that node
+(:mod:`perdure.server.raw_relay`); a race with a move that the relay cannot follow is
+answered 503 ``events.not_local`` (retry).
 """
 
 from __future__ import annotations
@@ -28,8 +29,9 @@ from perdure.handles import CloseEvent
 from perdure.protocol.values import to_json_value
 from perdure.runtime.dispatch import ActorDispatch, ConnectionRef
 from perdure.runtime.events import LoggedEvent, Since, parse_since
-from perdure.server._asgi import Receive, Scope, Send, header_value
+from perdure.server._asgi import Receive, Scope, Send, client_gone, header_value
 from perdure.server._errors import MethodNotAllowed, actor_headers, send_error
+from perdure.server.raw_relay import RawRelay
 from perdure.server.target import parse_conn_params, parse_query, parse_target, resolve_target
 
 __all__ = ["EventStream"]
@@ -74,10 +76,19 @@ class _StreamSink:
 class EventStream:
     """Serves the ``events`` route of the gateway."""
 
-    def __init__(self, dispatch: ActorDispatch, options: Any, names: set[str]) -> None:
+    def __init__(
+        self,
+        dispatch: ActorDispatch,
+        options: Any,
+        names: set[str],
+        relay: RawRelay | None = None,
+    ) -> None:
+        """``relay``: in a cluster, how a stream of an actor another node owns is
+        relayed to that node."""
         self.dispatch = dispatch
         self.options = options
         self.names = names
+        self.relay = relay
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send, segment: str) -> None:
         sink = _StreamSink()
@@ -92,8 +103,12 @@ class EventStream:
                 header_value(scope, b"x-rivet-conn-params"), self.options.max_conn_params_size
             )
             actor = await resolve_target(self.dispatch, target)
-            if await actor.remote_owner() is not None:
-                raise _NotLocal("The actor lives on another node; its events stream there.")
+            owner = await actor.remote_owner()
+            if owner is not None:
+                if self.relay is None:
+                    raise _NotLocal("The actor lives on another node; its events stream there.")
+                await self.relay.event_stream(owner, scope, receive, send, actor.actor_id)
+                return
             opened = await actor.connect(params, sink)
             if not isinstance(opened, ConnectionRef):
                 await opened.close()
@@ -123,7 +138,7 @@ def _since(scope: Scope, query: dict[str, str]) -> Since:
 
 async def _pump(sink: _StreamSink, receive: Receive, send: Send) -> None:
     """Send the stream until the client goes away or the actor closes the connection."""
-    gone = asyncio.ensure_future(_disconnected(receive))
+    gone = asyncio.ensure_future(client_gone(receive))
     try:
         await send({"type": "http.response.body", "body": b": open\n\n", "more_body": True})
         while True:
@@ -147,8 +162,3 @@ async def _pump(sink: _StreamSink, receive: Receive, send: Send) -> None:
             await send({"type": "http.response.body", "body": message, "more_body": True})
     finally:
         gone.cancel()
-
-
-async def _disconnected(receive: Receive) -> None:
-    while (await receive())["type"] != "http.disconnect":
-        pass
