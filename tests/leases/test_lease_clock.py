@@ -135,6 +135,23 @@ async def test_requeue_and_drop_dead_letters(env: ActorTestEnv) -> None:
     assert live.value.identifier == "actor.message_not_dead"
 
 
+async def test_a_requeued_dead_letter_goes_back_to_its_place(env: ActorTestEnv) -> None:
+    """Receives take messages in id order: a dead letter requeued after newer messages
+    came in is delivered before them (the live queue is walked in order, not sorted
+    at each receive)."""
+    worker = env.client.worker.get_or_create("w")
+    await worker.send("jobs", "old")
+    for _ in range(MAX_ATTEMPTS):
+        assert (await worker.take())["id"] == 1
+        await worker.nack(1)
+    for body in ("newer", "newest"):
+        await worker.send("jobs", body)
+    ref = env.runtime.dispatch.ref(await worker.resolve())
+    await ref.administer(Administer("requeue", "1"))
+    taken = [await worker.take() for _ in range(3)]
+    assert [(m["id"], m["body"]) for m in taken] == [(1, "old"), (2, "newer"), (3, "newest")]
+
+
 def _reason(attempts: int) -> str:
     return f"delivered {attempts} times without completion (max_attempts {MAX_ATTEMPTS})"
 

@@ -65,9 +65,14 @@ class ActorQueue:
 
     def __init__(self, instance: ActorInstance, records: Iterable[QueueMessageRecord]) -> None:
         self._instance = instance
+        # Live messages in id order, which receives walk without sorting (a deep queue
+        # of 1,000 messages cost a sort on every receive). A new message has the highest
+        # id yet; one put back under an older id (restore, a requeued dead letter)
+        # marks the order broken, and the next receive sorts once.
         self._messages: dict[int, QueueMessageRecord] = {}
+        self._in_order = True
         self.dead: dict[int, QueueMessageRecord] = {}  # dead letters, by id
-        for record in records:
+        for record in sorted(records, key=_by_id):
             (self._messages if record.dead_at is None else self.dead)[record.id] = record
         # Completable messages a workflow received, not yet completed (a leased message
         # is hidden by its visible_at instead).
@@ -172,10 +177,13 @@ class ActorQueue:
         """Up to ``count`` messages matching ``names`` (all if None), in id order."""
         found: list[QueueMessageRecord] = []
         now = self._instance.runtime.clock.now_ms()
-        for message_id in sorted(self._messages):
-            if message_id in self._held:
+        if not self._in_order:
+            self._messages = dict(sorted(self._messages.items()))
+            self._in_order = True
+        held = self._held
+        for message_id, record in self._messages.items():
+            if message_id in held:
                 continue
-            record = self._messages[message_id]
             if record.visible_at is not None and record.visible_at > now:
                 continue  # leased, or given back with a delay
             if names is None or record.name in names:
@@ -221,7 +229,7 @@ class ActorQueue:
 
     def replace(self, record: QueueMessageRecord) -> None:
         """Put a live message's new version in memory (the caller stages its write)."""
-        self._messages[record.id] = record
+        self._put_back(record)
 
     def remove(self, message_id: int, *, keep_row: bool = False) -> None:
         """Take a message out of the live queue; its row is deleted unless ``keep_row``."""
@@ -253,9 +261,16 @@ class ActorQueue:
             self._held.discard(record.id)
             self.wake_waiters(record.name)
             return
-        self._messages[record.id] = record
+        self._put_back(record)
         self._instance.commits.put_message(record, self._next_id)
         self.wake_waiters(record.name)
+
+    def _put_back(self, record: QueueMessageRecord) -> None:
+        """Set a message that may be older than the newest one queued (see __init__)."""
+        messages = self._messages
+        if self._in_order and record.id not in messages and messages:
+            self._in_order = record.id > next(reversed(messages))
+        messages[record.id] = record
 
     def forget(self, message_id: int) -> None:
         """Drop a message from memory (it was consumed by a committed history entry)."""
@@ -480,3 +495,7 @@ def _names(names: Iterable[str] | str | None) -> frozenset[str] | None:
         return frozenset((names,))
     as_set = frozenset(names)
     return as_set or None
+
+
+def _by_id(record: QueueMessageRecord) -> int:
+    return record.id
