@@ -11,7 +11,8 @@ during one event-loop iteration are written together at its end, on the loop thr
 if the writer thread is idle and nothing submitted earlier is still unwritten (two
 counters and a lock keep that exact, so per-actor order holds). On a virtual machine a
 hand-off to another thread and back costs about four SQLite transactions; this way a
-lone workflow step pays one transaction, and many actors' steps still share one. WAL
+lone workflow step pays one transaction, and many actors' steps still share one. While
+the store is quiet a lone commit is even written as it is submitted (submit_commit). WAL
 checkpoints run on a thread of their own (:mod:`perdure.store._sqlite_checkpoint`), so
 the loop thread does not stall on them.
 
@@ -32,6 +33,7 @@ import sqlite3
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 from perdure.errors import InternalError, StoreFull
 from perdure.store._shared import StoreClosed, first_error, settle_ops
@@ -41,6 +43,10 @@ from perdure.store.migrations import apply_sqlite_migrations
 from perdure.telemetry import NO_OBSERVER, Observer
 
 __all__ = ["GroupCommitWriter", "connect"]
+
+# Commits written at once in a row while the store is quiet (see submit_commit): a lone
+# workflow yields to the loop at least once per this many steps.
+_AT_ONCE_STREAK = 16
 
 
 def _enable_wal(db: sqlite3.Connection) -> None:
@@ -104,6 +110,9 @@ class GroupCommitWriter:
         self._submitted = 0
         self._written = 0
         self._tick: list[WriteOp] = []  # commits accepted in this loop iteration
+        self._quiet = False  # the last group written at the end of an iteration was one
+        self._at_once = 0  # commits written at once in this iteration
+        self._at_once_task: asyncio.Task[Any] | None = None  # the task that wrote them
         self.checkpointer = Checkpointer(path)
 
     async def start(self) -> None:
@@ -141,14 +150,44 @@ class GroupCommitWriter:
 
     def submit_commit(self, op: WriteOp) -> None:
         """Accept a commit; the commits of one event-loop iteration are written together
-        at its end (group commit), on the loop thread if the writer is idle."""
+        at its end (group commit), on the loop thread if the writer is idle.
+
+        While the store is quiet (the last group was one commit), the first commit of an
+        iteration is written at once instead, and so are the next ones of the same task,
+        up to ``_AT_ONCE_STREAK``: a lone workflow's steps then find their commit
+        durable without waiting for the iteration to end, while commits of other tasks
+        in that iteration still form one group, and a workflow running step after step
+        still lets the loop run.
+        """
         self._check_accepting()
+        if (
+            self._quiet
+            and not self._tick
+            and self._may_write_at_once(op)
+            and self._write_inline([op])
+        ):
+            return
         self._tick.append(op)
         if len(self._tick) == 1:
             op.future.get_loop().call_soon(self._end_of_tick)
 
+    def _may_write_at_once(self, op: WriteOp) -> bool:
+        task = asyncio.current_task()
+        if self._at_once == 0:
+            self._at_once_task = task
+            op.future.get_loop().call_soon(self._iteration_ran)
+        elif task is not self._at_once_task or self._at_once >= _AT_ONCE_STREAK:
+            return False
+        self._at_once += 1
+        return True
+
+    def _iteration_ran(self) -> None:
+        self._at_once = 0
+        self._at_once_task = None
+
     def _end_of_tick(self) -> None:
         ops, self._tick = self._tick, []
+        self._quiet = len(ops) == 1
         if ops and not self._write_inline(ops):
             for op in ops:
                 self._enqueue(op)
@@ -172,10 +211,11 @@ class GroupCommitWriter:
             self._write_batch(db, ops)
         finally:
             self._db_lock.release()
-        # Settled now: every op here was accepted by submit_commit, which never writes
-        # synchronously, so each caller holds a pending future and has yielded (or will)
-        # to await it; its task resumes in the next iteration. Settling one iteration
-        # later would stretch every actor's step cycle by a third and shrink the groups.
+        # Settled now. At the end of an iteration, each caller holds a pending future
+        # and has yielded (or will) to await it; its task resumes in the next iteration.
+        # Settling one iteration later would stretch every actor's step cycle by a third
+        # and shrink the groups. Written at once (submit_commit), the caller gets a done
+        # future and goes on without yielding.
         settle_ops(ops)
         return True
 

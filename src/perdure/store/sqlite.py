@@ -231,7 +231,7 @@ class SQLiteStore(Store):
 
     def submit(self, commit: ActorCommit) -> asyncio.Future[None]:
         """Accept ``commit`` for this loop iteration's group commit; the future settles
-        when it is durable."""
+        when it is durable (already, on return, when a quiet store wrote it at once)."""
         if self._writer is None:
             raise StoreClosed("SQLite")
         op = CommitOp(self._new_future(), commit)
