@@ -217,6 +217,3 @@ def _absent_message(kind: str, status: str | None) -> str:
         what = "no workflow" if status is None else f"a {status} workflow"
         return f"the registry has no actor of this name any more (it holds {what})"
     return f"the code defines no workflow for it, but it holds a {status} workflow history"
-
-
-# ------------------------------------------------------------------- opening read-only

@@ -7,7 +7,6 @@ from __future__ import annotations
 from typing import Any
 
 import psycopg
-from psycopg_pool import AsyncConnectionPool
 
 from perdure.store.postgres import PostgresStore
 
@@ -20,22 +19,7 @@ class _ReadOnlyPostgres(PostgresStore):
     """Only the read pool of a :class:`PostgresStore`; the server refuses any write."""
 
     async def open(self) -> None:
-        pool: AsyncConnectionPool[Connection] = AsyncConnectionPool(
-            self.url,
-            min_size=min(1, self.pool_max),
-            max_size=self.pool_max,
-            kwargs={"autocommit": True, "connect_timeout": max(2, round(self.store_timeout))},
-            configure=self._configure,
-            open=False,
-            name="perdure-check",
-            timeout=self.store_timeout,
-        )
-        try:
-            await pool.open(wait=True, timeout=self.connect_timeout)
-        except BaseException:
-            await pool.close()
-            raise
-        self._pool = pool
+        self._pool = await self._open_pool("perdure-check")
 
     async def _configure(self, conn: Connection) -> None:
         await super()._configure(conn)

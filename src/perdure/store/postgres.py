@@ -189,25 +189,33 @@ class PostgresStore(Store):
             )
             writer.set_observer(self.observer)
             await writer.start(conn)
-            pool: AsyncConnectionPool[Connection] = AsyncConnectionPool(
-                self.url,
-                min_size=self.pool_min,
-                max_size=self.pool_max,
-                # libpq waits forever for a stalled server unless told otherwise (its
-                # minimum is 2 s); callers stop waiting after store_timeout anyway.
-                kwargs={"autocommit": True, "connect_timeout": max(2, round(self.store_timeout))},
-                configure=self._configure,
-                open=False,
-                name="perdure",
-                timeout=self.store_timeout,
-            )
             try:
-                await pool.open(wait=True, timeout=self.connect_timeout)
+                pool = await self._open_pool("perdure")
             except BaseException:
-                await pool.close()
                 await writer.stop()
                 raise
             self._pool, self._writer = pool, writer
+
+    async def _open_pool(self, name: str) -> AsyncConnectionPool[Connection]:
+        """The read pool, opened (every session set up by :meth:`_configure`)."""
+        pool: AsyncConnectionPool[Connection] = AsyncConnectionPool(
+            self.url,
+            min_size=self.pool_min,
+            max_size=self.pool_max,
+            # libpq waits forever for a stalled server unless told otherwise (its
+            # minimum is 2 s); callers stop waiting after store_timeout anyway.
+            kwargs={"autocommit": True, "connect_timeout": max(2, round(self.store_timeout))},
+            configure=self._configure,
+            open=False,
+            name=name,
+            timeout=self.store_timeout,
+        )
+        try:
+            await pool.open(wait=True, timeout=self.connect_timeout)
+        except BaseException:
+            await pool.close()
+            raise
+        return pool
 
     async def close(self) -> None:
         """Write every accepted write, then close the writer, listener and pool. Idempotent."""
