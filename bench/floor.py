@@ -17,11 +17,17 @@ The floor (what the machine does with nothing of perdure in the way):
 perdure, measured in the same run (figures from ``workflow_bench.py`` and ``latency.py``,
 plus a 3-step workflow with a new actor per run):
 
-- a durable step (in process, SQLite);
+- a durable step (in process, SQLite), beside its own SQL run straight on SQLite
+  (``floor_bounds.py``: what the database charges for the row a step must write);
 - the seed's progress workload over HTTP with a subscriber (a ``perdure serve``);
 - 3-step workflows: 32 callers, each run a new actor that takes a completable message,
   runs three steps and completes it with the result the caller waits for (7 commits);
 - action round trips (HTTP keep-alive and WebSocket) and 32 HTTP callers.
+
+``--postgres`` adds PostgreSQL: a one-row commit and one step's commit of the progress
+workload run straight on the database (``floor_bounds.py``), and the progress workload
+over HTTP on a ``perdure serve`` backed by it; the ratios then include the ceiling the
+database's own commits put on PostgreSQL ÷ SQLite.
 
 Each figure is the median of its rounds (rounds alternate floor and perdure); the
 ratios at the end divide perdure by the floor it stands on (1.0 would be no cost at all).
@@ -43,6 +49,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import floor_bounds
 import httpx
 import latency
 import workflow_bench
@@ -186,9 +193,11 @@ def perdure_round_trips(calls: int, callers: int) -> dict[str, float]:
 # -- One run --------------------------------------------------------------------------
 
 
-def one_round(quick: bool) -> dict[str, float]:
+def one_round(quick: bool, postgres: bool) -> dict[str, float]:
     calls = 500 if quick else 2000
-    figures: dict[str, float] = {"commit_us": sqlite_commit_us(2000 if quick else 10000)}
+    commits = 2000 if quick else 10000
+    figures: dict[str, float] = {"commit_us": sqlite_commit_us(commits)}
+    figures["step_sql_us"] = floor_bounds.step_sql_us(commits)
     with floor_server() as url:
         figures["empty_http_p50_ms"] = floor_http_p50(url, calls)
         figures["empty_ws_p50_ms"] = floor_ws_p50(url, calls)
@@ -199,11 +208,30 @@ def one_round(quick: bool) -> dict[str, float]:
     figures["progress_msg_per_s"] = progress["jobs_per_s"]
     figures["three_step_runs_per_s"] = asyncio.run(three_step_runs_per_s(320 if quick else 3200))
     figures.update(perdure_round_trips(calls, 32))
+    if postgres:
+        figures.update(postgres_figures(quick))
+    return figures
+
+
+def postgres_figures(quick: bool) -> dict[str, float]:
+    """The PostgreSQL floor (``floor_bounds``) and perdure's progress workload on it,
+    each in a fresh schema of the tests' database."""
+    with workflow_bench.store_url("postgres") as url:
+        assert url is not None
+        figures = asyncio.run(floor_bounds.postgres_bounds(url, 500 if quick else 2000))
+    progress = asyncio.run(
+        workflow_bench.bench_progress_over_http(500 if quick else 2000, store="postgres")
+    )
+    figures["pg_progress_msg_per_s"] = progress["jobs_per_s"]
     return figures
 
 
 RATIOS: list[tuple[str, Callable[[dict[str, float]], float]]] = [
     ("durable step ÷ one-row commit", lambda f: f["step_us"] / f["commit_us"]),
+    (
+        "a step's own SQL (floor_bounds) ÷ one-row commit",
+        lambda f: f["step_sql_us"] / f["commit_us"],
+    ),
     (
         "progress µs/msg ÷ (empty POST at 32 conns + 2 commits)",
         lambda f: (
@@ -226,6 +254,22 @@ RATIOS: list[tuple[str, Callable[[dict[str, float]], float]]] = [
     ),
 ]
 
+# With --postgres: how far the database itself lets the PostgreSQL figures go.
+POSTGRES_RATIOS: list[tuple[str, Callable[[dict[str, float]], float]]] = [
+    (
+        "PostgreSQL progress step commit ÷ one-row commit",
+        lambda f: f["pg_progress_commit_us"] / f["pg_commit_us"],
+    ),
+    (
+        "progress over HTTP, PostgreSQL ÷ SQLite (higher is better)",
+        lambda f: f["pg_progress_msg_per_s"] / f["progress_msg_per_s"],
+    ),
+    (
+        "ceiling of that ratio: 2 step commits per job and nothing else ÷ SQLite",
+        lambda f: (1e6 / (2 * f["pg_progress_commit_us"])) / f["progress_msg_per_s"],
+    ),
+]
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(
@@ -233,6 +277,12 @@ def main() -> None:
     )
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="small counts, one round")
+    parser.add_argument(
+        "--postgres",
+        action="store_true",
+        help="also the PostgreSQL floor and the progress workload on PostgreSQL "
+        "(the tests' server: PERDURE_TEST_POSTGRES_URL or 127.0.0.1)",
+    )
     parser.add_argument(
         "--no-gc-tuning",
         dest="gc_tuning",
@@ -242,7 +292,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.gc_tuning:
         tune_garbage_collector()  # the in-process figures run here, as perdure serve would
-    rounds = [one_round(args.quick) for _ in range(1 if args.quick else args.rounds)]
+    rounds = [one_round(args.quick, args.postgres) for _ in range(1 if args.quick else args.rounds)]
     for index, figures in enumerate(rounds, start=1):
         print(f"round {index}:", {name: round(value, 3) for name, value in figures.items()})
     medians = {name: statistics.median(r[name] for r in rounds) for name in rounds[0]}
@@ -250,7 +300,7 @@ def main() -> None:
     for name, value in medians.items():
         print(f"| {name} | {value:,.3f} |")
     print("\n| ratio | value |\n|---|---|")
-    for label, ratio in RATIOS:
+    for label, ratio in RATIOS + (POSTGRES_RATIOS if args.postgres else []):
         print(f"| {label} | {ratio(medians):.2f} |")
 
 
