@@ -35,6 +35,7 @@ from perdure.store._sqlite_ops import CommitOp
 from perdure.store._sqlite_writer import connect
 from perdure.store.base import EventRecord, QueueMessageRecord
 from perdure.store.codec import encode_value
+from perdure.store.postgres import PostgresStore
 from perdure.workflows.history import Entry
 
 ACTOR_ID = "floor-bounds-actor"
@@ -127,6 +128,7 @@ async def postgres_bounds(url: str, commits: int) -> dict[str, float]:
     """``pg_commit_us`` and ``pg_progress_commit_us`` (medians of five batches), in the
     schema of ``url`` (which must be empty: perdure's tables are created in it)."""
     store = open_store(url)
+    assert isinstance(store, PostgresStore), url
     await store.open()
     try:
         await store.create_actor(_actor())
@@ -134,11 +136,8 @@ async def postgres_bounds(url: str, commits: int) -> dict[str, float]:
             QueueMessageRecord(i + 1, "jobs", encode_value({"value": 1}), 0) for i in range(commits)
         ]
         await store.submit(ActorCommit(ACTOR_ID, queue_put=messages, queue_next_id=commits + 1))
-        schema = getattr(store, "schema", None)
-        async with await psycopg.AsyncConnection.connect(
-            getattr(store, "url", url), autocommit=True
-        ) as conn:
-            await configure_connection(conn, schema)
+        async with await psycopg.AsyncConnection.connect(store.url, autocommit=True) as conn:
+            await configure_connection(conn, store.schema)
             await conn.execute("CREATE TABLE floor_bounds (k serial PRIMARY KEY, v bytea)")
             one_row = await _batches(
                 conn, commits, lambda i: ("INSERT INTO floor_bounds (v) VALUES (%s)", [b"x" * 64])
