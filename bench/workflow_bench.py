@@ -7,7 +7,7 @@
 (c) 100 actors each running the progress workload at once: steps per second
     (in-process, SQLite, group commit).
 
-``--store postgres`` runs (a) and (c) on the PostgreSQL of the tests (``PERDURE_TEST_PG``
+``--store postgres`` runs (a) and (c) on the PostgreSQL of the tests (``PERDURE_TEST_POSTGRES_URL``
 or 127.0.0.1), each run in a fresh schema that is dropped afterwards.
 """
 
@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from examples.progress import registry as progress_registry
 from rawhttp import RawConnection
-from tests.support.postgres import POSTGRES_URL, drop_schema, new_schema_name
+from tests.support.postgres import drop_schema, new_schema_name, schema_url
 from tests.support.server import ServerProcess
 
 from perdure import ActorRuntime, WorkflowContext, setup, workflow
@@ -43,9 +43,8 @@ def store_url(kind: str) -> Iterator[str | None]:
         yield None
         return
     schema = new_schema_name()
-    separator = "&" if "?" in POSTGRES_URL else "?"
     try:
-        yield f"{POSTGRES_URL}{separator}schema={schema}"
+        yield schema_url(schema)
     finally:
         drop_schema(schema)
 

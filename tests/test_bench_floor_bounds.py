@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.postgres import POSTGRES_URL, drop_schema, new_schema_name, require_postgres
+from tests.support.postgres import drop_schema, new_schema_name, require_postgres, schema_url
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 
@@ -28,10 +28,8 @@ def test_step_sql_commits_one_history_row_per_step() -> None:
 def test_postgres_bounds_apply_the_progress_commit() -> None:
     require_postgres()
     schema = new_schema_name()
-    separator = "&" if "?" in POSTGRES_URL else "?"
     try:
-        url = f"{POSTGRES_URL}{separator}schema={schema}"
-        figures = asyncio.run(floor_bounds.postgres_bounds(url, 50))
+        figures = asyncio.run(floor_bounds.postgres_bounds(schema_url(schema), 50))
     finally:
         drop_schema(schema)
     assert set(figures) == {"pg_commit_us", "pg_progress_commit_us"}

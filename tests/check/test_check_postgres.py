@@ -10,7 +10,13 @@ import psycopg
 from psycopg import sql
 
 from tests.check.flows import DIRECTORY_VARIABLE
-from tests.support.postgres import POSTGRES_URL, drop_schema, new_schema_name, require_postgres
+from tests.support.postgres import (
+    POSTGRES_URL,
+    drop_schema,
+    new_schema_name,
+    require_postgres,
+    schema_url,
+)
 from tests.support.server import ServerProcess
 
 from .conftest import Stored, drive_old_code, runs
@@ -40,7 +46,7 @@ def test_check_on_postgresql(tmp_path: Path) -> None:
 
 
 def _check_on_postgresql(schema: str, tmp_path: Path) -> None:
-    url = f"{POSTGRES_URL}?schema={schema}"
+    url = schema_url(schema)
     data, work = tmp_path / "data", tmp_path / "work"
     work.mkdir()
     server = ServerProcess(

@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 
 from perdure.client import AsyncActorHandle, TransportError, create_client
-from tests.support.postgres import POSTGRES_URL, drop_schema, new_schema_name, require_postgres
+from tests.support.postgres import drop_schema, new_schema_name, require_postgres, schema_url
 from tests.support.progress import drained
 from tests.support.server import ServerProcess
 
@@ -52,9 +52,8 @@ def store_args(request: pytest.FixtureRequest) -> Iterator[list[str]]:
         return
     require_postgres()
     schema = new_schema_name()
-    separator = "&" if "?" in POSTGRES_URL else "?"
     try:
-        yield ["--store", f"{POSTGRES_URL}{separator}schema={schema}"]
+        yield ["--store", schema_url(schema)]
     finally:
         drop_schema(schema)
 

@@ -34,6 +34,7 @@ from ..support.postgres import (
     new_schema_name,
     postgres_store,
     require_postgres,
+    schema_url,
 )
 from .test_sqlite import _run_and_kill, check_acknowledged
 
@@ -652,8 +653,7 @@ async def test_a_claim_refused_by_a_lease_committed_meanwhile_names_its_owner(
 
 @pytest.mark.skipif(sys.platform == "win32", reason="needs SIGKILL")
 async def test_acknowledged_commits_survive_kill_9(schema: str) -> None:
-    separator = "&" if "?" in POSTGRES_URL else "?"
-    acknowledged = await _run_and_kill(f"{POSTGRES_URL}{separator}schema={schema}", wanted=600)
+    acknowledged = await _run_and_kill(schema_url(schema), wanted=600)
     assert len(acknowledged) == 8
     async with opened(schema) as store:
         await check_acknowledged(store, acknowledged)

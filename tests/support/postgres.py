@@ -57,6 +57,12 @@ def require_postgres() -> None:
     pytest.skip(reason)
 
 
+def schema_url(schema: str) -> str:
+    """The test server's URL, pointed at ``schema`` (perdure's ``schema=`` parameter)."""
+    separator = "&" if "?" in POSTGRES_URL else "?"
+    return f"{POSTGRES_URL}{separator}schema={schema}"
+
+
 def new_schema_name() -> str:
     """A schema name no other test uses."""
     return f"perdure_test_{secrets.token_hex(6)}"
