@@ -4,13 +4,7 @@ migration."""
 
 from __future__ import annotations
 
-from typing import Any
-
-import psycopg
-
-from perdure.store.postgres import PostgresStore
-
-Connection = psycopg.AsyncConnection[Any]
+from perdure.store.postgres import Connection, PostgresStore
 
 __all__ = ["read_only_postgres"]
 
