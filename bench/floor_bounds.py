@@ -29,13 +29,13 @@ import psycopg
 
 from perdure.keys import normalize_key
 from perdure.store import ActorCommit, ActorRecord, SQLiteStore, open_store
-from perdure.store._postgres_ops import _single_statement
-from perdure.store._postgres_schema import configure_connection
-from perdure.store._sqlite_ops import CommitOp
-from perdure.store._sqlite_writer import connect
 from perdure.store.base import EventRecord, QueueMessageRecord
-from perdure.store.codec import encode_value
-from perdure.store.postgres import PostgresStore
+from perdure.store.encoding import encode_value
+from perdure.store.postgres.ops import _single_statement
+from perdure.store.postgres.schema import configure_connection
+from perdure.store.postgres.store import PostgresStore
+from perdure.store.sqlite.ops import CommitOp
+from perdure.store.sqlite.writer import connect
 from perdure.workflows.history import Entry
 
 ACTOR_ID = "floor-bounds-actor"

@@ -47,7 +47,7 @@ from psycopg import sql
 
 from perdure import ActorRuntime, WorkflowContext, setup, workflow
 from perdure.store import ActorCommit, ActorRecord, SQLiteStore, Store
-from perdure.store.postgres import PostgresStore
+from perdure.store.postgres.store import PostgresStore
 from perdure.tuning import tune_garbage_collector
 
 POSTGRES_URL = os.environ.get(

@@ -15,7 +15,7 @@ import asyncio
 from typing import Any
 
 from perdure import UserError, actor, event, queue, setup
-from perdure.runtime.context import ActionContext, ActorContext
+from perdure.runtime.actor.contexts import ActionContext, ActorContext
 
 
 def _increment(c: ActionContext, by: int = 1) -> int:

@@ -1,4 +1,4 @@
-"""perdure.store.codec: exact round trips, and clear refusals naming the bad path."""
+"""perdure.store.encoding: exact round trips, and clear refusals naming the bad path."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from perdure.errors import StateNotSerializable
-from perdure.store.codec import decode_value, encode_value, find_unencodable
+from perdure.store.encoding import decode_value, encode_value, find_unencodable
 
 _IST = dt.timezone(dt.timedelta(hours=5, minutes=30))
 

@@ -27,7 +27,7 @@ def test_a_wrong_import_breaks_a_contract(tmp_path: Path) -> None:
     """The contracts can fail: a copy of the package whose server imports the store."""
     copy = tmp_path / "src"
     shutil.copytree(ROOT / "src" / "perdure", copy / "perdure")
-    bad = copy / "perdure" / "server" / "gateway.py"
+    bad = copy / "perdure" / "server" / "gateway" / "routes.py"
     bad.write_text(bad.read_text() + "\nfrom perdure.store.base import Store  # noqa\n")
     shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
     result = subprocess.run(
@@ -39,4 +39,4 @@ def test_a_wrong_import_breaks_a_contract(tmp_path: Path) -> None:
         env={"PYTHONPATH": str(copy), "PATH": str(Path(sys.executable).parent)},
     )
     assert result.returncode != 0
-    assert "perdure.server.gateway -> perdure.store.base" in result.stdout
+    assert "perdure.server.gateway.routes -> perdure.store.base" in result.stdout

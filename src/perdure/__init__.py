@@ -18,26 +18,26 @@ __version__ = "0.1.0"
 
 # Public name -> the module that defines it.
 _EXPORTS: dict[str, str] = {
-    "ActionContext": "perdure.runtime.context",
+    "ActionContext": "perdure.runtime.actor.contexts",
     "ActionNotFound": "perdure.errors",
     "ActionTimedOut": "perdure.errors",
     "ActorAlreadyExists": "perdure.errors",
-    "ActorContext": "perdure.runtime.context",
+    "ActorContext": "perdure.runtime.actor.contexts",
     "ActorDefinition": "perdure.definition",
     "ActorNotFound": "perdure.errors",
     "ActorOptions": "perdure.definition",
-    "ActorRuntime": "perdure.runtime.runtime",
+    "ActorRuntime": "perdure.runtime.host.actor_runtime",
     "CriticalError": "perdure.workflows.errors",
-    "CronFire": "perdure.runtime.schedule_info",
-    "CronJobInfo": "perdure.runtime.schedule_info",
+    "CronFire": "perdure.runtime.schedules.info",
+    "CronJobInfo": "perdure.runtime.schedules.info",
     "InternalError": "perdure.errors",
     "InvalidRequest": "perdure.errors",
     "Loop": "perdure.workflows.context",
     "PerdureError": "perdure.errors",
     "Registry": "perdure.registry",
     "ScheduleError": "perdure.errors",
-    "ScheduledEventInfo": "perdure.runtime.schedule_info",
-    "ScheduledFireInfo": "perdure.runtime.schedule_info",
+    "ScheduledEventInfo": "perdure.runtime.schedules.info",
+    "ScheduledFireInfo": "perdure.runtime.schedules.info",
     "StateNotSerializable": "perdure.errors",
     "StepContext": "perdure.workflows.context",
     "UserError": "perdure.errors",
@@ -110,9 +110,9 @@ if TYPE_CHECKING:
         UserError,
     )
     from perdure.registry import Registry, setup
-    from perdure.runtime.context import ActionContext, ActorContext
-    from perdure.runtime.runtime import ActorRuntime
-    from perdure.runtime.schedule_info import (
+    from perdure.runtime.actor.contexts import ActionContext, ActorContext
+    from perdure.runtime.host.actor_runtime import ActorRuntime
+    from perdure.runtime.schedules.info import (
         CronFire,
         CronJobInfo,
         ScheduledEventInfo,

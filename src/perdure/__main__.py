@@ -2,6 +2,6 @@
 
 import sys
 
-from perdure.cli import main
+from perdure.cli.app import main
 
 sys.exit(main())

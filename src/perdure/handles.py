@@ -3,7 +3,7 @@
 Four implementations, one surface (see ``docs/clients.md``):
 
 - :class:`perdure.client.AsyncClient` (``create_client``), over HTTP and WebSocket;
-- ``runtime.client()``, in process (:mod:`perdure.runtime.local`);
+- ``runtime.client()``, in process (:mod:`perdure.runtime.local.client`);
 - ``c.client()``, from inside an actor (the same in-process client);
 - :class:`perdure.client.Client`, the blocking twin: :class:`SyncClient` and friends
   describe it (the same names and arguments, without ``await``).

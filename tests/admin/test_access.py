@@ -11,9 +11,9 @@ import httpx
 import pytest
 
 from perdure import actor, setup
-from perdure.runtime.runtime import ActorRuntime
+from perdure.runtime.host.actor_runtime import ActorRuntime
 from perdure.server import create_app
-from perdure.server.access import AdminAccess, admin_token
+from perdure.server.edge.admin_access import AdminAccess, admin_token
 from perdure.store import MemoryStore
 
 pytestmark = pytest.mark.timeout(20)

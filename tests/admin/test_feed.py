@@ -9,9 +9,9 @@ from collections.abc import AsyncIterator
 import pytest
 
 from perdure import actor, event, setup
-from perdure.runtime.runtime import ActorRuntime
+from perdure.runtime.host.actor_runtime import ActorRuntime
 from perdure.server import admin
-from perdure.server.access import AdminAccess
+from perdure.server.edge.admin_access import AdminAccess
 from perdure.store import MemoryStore
 
 pytestmark = pytest.mark.timeout(20)

@@ -8,10 +8,10 @@ from pathlib import Path
 from typing import Any
 
 from perdure import ActorRuntime, StepContext, WorkflowContext, setup, workflow
-from perdure.cli_check import PROGRESS_EVERY, _Progress
+from perdure.cli.check_command import PROGRESS_EVERY, _Progress
 from perdure.registry import Registry
 from perdure.store import SQLiteStore
-from perdure.workflows.check import Verdict, judge_history
+from perdure.workflows.judge import Verdict, judge_history
 
 
 def _branches(y_first: str) -> Registry:

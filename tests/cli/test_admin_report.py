@@ -1,4 +1,4 @@
-"""How the admin commands print an admin API answer (``perdure.cli_admin_report``): pure
+"""How the admin commands print an admin API answer (``perdure.cli.admin_report``): pure
 functions of the JSON and the current time, checked without a server."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from perdure.cli_admin_report import actor_label, inspect_report, workflow_lines
+from perdure.cli.admin_report import actor_label, inspect_report, workflow_lines
 
 NOW = 1_800_000_000_000  # epoch milliseconds
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from perdure.cli import _parser
+from perdure.cli.app import _parser
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "cli.md"
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from perdure.cli import CliError, _node_config, _parser, main
+from perdure.cli.app import CliError, _node_config, _parser, main
 from tests.support.cluster import Cluster
 
 pytestmark = pytest.mark.postgres

@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from perdure.errors import StoreFull
-from perdure.runtime.runtime import ActorRuntime
+from perdure.runtime.host.actor_runtime import ActorRuntime
 from perdure.store import SQLiteStore
 from tests.edge.outage_app import registry
 from tests.support.server import ServerProcess

@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from perdure.runtime.readiness import Readiness
+from perdure.runtime.host.readiness import Readiness
 from perdure.store import SQLiteStore
 from tests.support.server import ServerProcess
 

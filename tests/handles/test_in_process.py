@@ -14,7 +14,7 @@ from examples.app import registry as examples_registry
 from perdure import ActorRuntime
 from perdure.errors import PerdureError
 from perdure.handles import Client
-from perdure.runtime.local import LocalClient
+from perdure.runtime.local.client import LocalClient
 from perdure.store import MemoryStore, SQLiteStore
 from tests.handles import app
 from tests.support.wait import eventually

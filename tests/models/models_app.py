@@ -10,7 +10,7 @@ from pydantic import BaseModel
 from typing_extensions import TypedDict
 
 from perdure import actor, event, queue, setup
-from perdure.runtime.context import ActionContext, ActorContext
+from perdure.runtime.actor.contexts import ActionContext, ActorContext
 
 
 class Progress(BaseModel):

@@ -20,10 +20,10 @@ from typing_extensions import TypedDict
 from perdure import actor, event, queue, setup, workflow
 from perdure.errors import DefinitionError, InvalidRequest, PerdureError
 from perdure.registry import Registry
-from perdure.runtime.context import ActionContext
-from perdure.runtime.runtime import ActorRuntime
+from perdure.runtime.actor.contexts import ActionContext
+from perdure.runtime.host.actor_runtime import ActorRuntime
 from perdure.store import SQLiteStore
-from perdure.store.codec import decode_value
+from perdure.store.encoding import decode_value
 from perdure.workflows import StepContext, WorkflowContext
 
 pytestmark = pytest.mark.timeout(30)

@@ -25,7 +25,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from perdure import ActorRuntime
-from perdure.cli import main
+from perdure.cli.app import main
 from perdure.observe.logs import TEXT_FORMAT, JsonFormatter
 from perdure.observe.serving import OTEL_MISSING, add_serve_options
 from perdure.observe.tracing import enable_tracing

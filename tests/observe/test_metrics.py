@@ -20,7 +20,7 @@ from perdure import ActorRuntime, UserError
 from perdure.errors import ActionTimedOut
 from perdure.observe.metrics import MetricsObserver, error_code
 from perdure.server import create_app
-from perdure.server.access import AdminAccess
+from perdure.server.edge.admin_access import AdminAccess
 from perdure.store import SQLiteStore
 from tests.support.wait import eventually
 

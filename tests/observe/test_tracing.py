@@ -28,7 +28,7 @@ from perdure import ActorRuntime
 from perdure.observe.tracing import TracingObserver, enable_tracing
 from perdure.protocol.codec import decode_to_client, encode_to_server
 from perdure.protocol.messages import ActionRequest, ActionResponse, Init
-from perdure.runtime.clock import Clock, ManualClock
+from perdure.runtime.kernel.clock import Clock, ManualClock
 from perdure.server import create_app
 from perdure.store import SQLiteStore
 from perdure.telemetry import Observers

@@ -14,7 +14,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from perdure.observe.tracing import enable_tracing
 from perdure.server import create_app
-from perdure.server.peers import HttpPeers
+from perdure.server.cluster.peers import HttpPeers
 from tests.runtime.test_cluster import Nodes, _make_store
 
 pytestmark = pytest.mark.timeout(30)

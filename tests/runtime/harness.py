@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from perdure.registry import Registry
-from perdure.runtime.runtime import ActorRuntime
+from perdure.runtime.host.actor_runtime import ActorRuntime
 from perdure.store import MemoryStore, SQLiteStore, Store
-from perdure.store.codec import decode_value
+from perdure.store.encoding import decode_value
 from tests.support import wait
 
 from ..support.postgres import new_schema_name, postgres_store

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
-from perdure.runtime.activity import ActivityTracker
-from perdure.runtime.clock import ManualClock
+from perdure.runtime.kernel.activity import ActivityTracker
+from perdure.runtime.kernel.clock import ManualClock
 
 TIMEOUT = 0.01
 

@@ -17,12 +17,12 @@ import pytest
 
 from perdure import ActorRuntime, actor, queue, setup
 from perdure.errors import PerdureError
-from perdure.runtime.cluster import NodeConfig
+from perdure.runtime.cluster.member import NodeConfig
 from perdure.server import create_app
-from perdure.server.peers import HttpPeers
+from perdure.server.cluster.peers import HttpPeers
 from perdure.store import MemoryStore
 from perdure.store.base import Store
-from perdure.store.codec import decode_value
+from perdure.store.encoding import decode_value
 from tests.support.postgres import drop_schema, new_schema_name, postgres_store, require_postgres
 
 FIRES: list[str] = []
@@ -322,7 +322,7 @@ async def test_the_forward_endpoint_refuses_bad_requests_with_a_code() -> None:
 
 
 async def test_the_admin_api_repairs_an_actor_held_by_another_node(nodes: Nodes) -> None:
-    from perdure.server.access import AdminAccess
+    from perdure.server.edge.admin_access import AdminAccess
 
     a, b = nodes["a"], nodes["b"]
     handle = a.client().counter.get_or_create(["inspected"])

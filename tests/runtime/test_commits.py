@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from perdure.errors import ActorAborted, ActorNotFound, StateNotSerializable
-from perdure.runtime.commits import CommitPipeline
+from perdure.runtime.kernel.commits import CommitPipeline
 from perdure.store.base import ActorCommit, QueueMessageRecord, ScheduleFireRecord, ScheduleRecord
-from perdure.store.codec import encode_value
+from perdure.store.encoding import encode_value
 from perdure.telemetry import Observers
 
 

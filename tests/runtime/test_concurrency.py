@@ -8,7 +8,7 @@ import pytest
 
 from perdure import actor, setup
 from perdure.registry import Registry
-from perdure.runtime.context import ActionContext
+from perdure.runtime.actor.contexts import ActionContext
 
 from .harness import RuntimeFactory
 

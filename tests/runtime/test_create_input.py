@@ -9,7 +9,7 @@ import pytest
 
 from perdure import InternalError, InvalidRequest, UserError, actor, setup
 from perdure.registry import Registry
-from perdure.runtime.context import ActorContext
+from perdure.runtime.actor.contexts import ActorContext
 
 from .harness import RuntimeFactory
 

@@ -9,7 +9,7 @@ import pytest
 
 from perdure import ActorDefinition, actor, setup
 from perdure.errors import DefinitionError
-from perdure.runtime.context import ActionContext, ActorContext
+from perdure.runtime.actor.contexts import ActionContext, ActorContext
 
 from .harness import RuntimeFactory
 

@@ -10,9 +10,9 @@ import pytest
 from perdure import actor, setup
 from perdure.errors import ActorAborted
 from perdure.registry import Registry
-from perdure.runtime.context import ActionContext
+from perdure.runtime.actor.contexts import ActionContext
 from perdure.store import SQLiteStore
-from perdure.store.codec import decode_value
+from perdure.store.encoding import decode_value
 
 from .harness import WAIT, RuntimeFactory, read_state_from_disk, stored_state
 

@@ -21,7 +21,7 @@ from perdure import (
     setup,
 )
 from perdure.registry import Registry
-from perdure.runtime.context import ActionContext
+from perdure.runtime.actor.contexts import ActionContext
 
 from .harness import RuntimeFactory, stored_state
 

@@ -9,7 +9,7 @@ import pytest
 from perdure import InvalidRequest, actor, event, setup
 from perdure.errors import StateNotSerializable
 from perdure.registry import Registry
-from perdure.runtime.context import ActionContext
+from perdure.runtime.actor.contexts import ActionContext
 
 from .harness import RuntimeFactory
 

@@ -11,7 +11,7 @@ import pytest
 
 from perdure import ActorNotFound, actor, setup
 from perdure.registry import Registry
-from perdure.runtime.context import ActionContext, ActorContext
+from perdure.runtime.actor.contexts import ActionContext, ActorContext
 
 from .harness import WAIT, RuntimeFactory, eventually, stored_state
 

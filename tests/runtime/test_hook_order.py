@@ -14,9 +14,9 @@ import pytest
 
 from perdure import actor, setup
 from perdure.registry import Registry
-from perdure.runtime.connections import Connection
-from perdure.runtime.context import ActionContext, ActorContext
-from perdure.runtime.dispatch import CallAction
+from perdure.runtime.actor.connections import Connection
+from perdure.runtime.actor.contexts import ActionContext, ActorContext
+from perdure.runtime.host.dispatch import CallAction
 
 from .harness import RuntimeFactory, eventually
 

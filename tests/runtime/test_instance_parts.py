@@ -9,9 +9,9 @@ import logging
 import pytest
 
 from perdure import actor, setup
-from perdure.runtime.context import ActionContext
-from perdure.runtime.instance import ActorInstance
-from perdure.runtime.runtime import ActorRuntime
+from perdure.runtime.actor.contexts import ActionContext
+from perdure.runtime.actor.instance import ActorInstance
+from perdure.runtime.host.actor_runtime import ActorRuntime
 
 from .harness import WAIT, RuntimeFactory
 

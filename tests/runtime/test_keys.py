@@ -9,7 +9,7 @@ import pytest
 
 from perdure import ActorAlreadyExists, ActorNotFound, InvalidRequest, actor, setup
 from perdure.registry import Registry
-from perdure.runtime.context import ActionContext, ActorContext
+from perdure.runtime.actor.contexts import ActionContext, ActorContext
 
 from .harness import RuntimeFactory
 

@@ -10,8 +10,8 @@ import pytest
 
 from perdure import UserError, actor, setup
 from perdure.registry import Registry
-from perdure.runtime.connections import Connection
-from perdure.runtime.context import ActionContext, ActorContext
+from perdure.runtime.actor.connections import Connection
+from perdure.runtime.actor.contexts import ActionContext, ActorContext
 
 from .harness import WAIT, RuntimeFactory, eventually, stored_state
 

@@ -9,7 +9,7 @@ import pytest
 
 from perdure import UserError, actor, event, queue, setup, workflow
 from perdure.registry import Registry
-from perdure.runtime.context import ActionContext
+from perdure.runtime.actor.contexts import ActionContext
 from perdure.telemetry import ActorFacts, Observer, Observers, Span
 from perdure.workflows import StepContext, WorkflowContext
 from tests.support.wait import eventually

@@ -13,12 +13,12 @@ from pathlib import Path
 from typing import Any
 
 from perdure import ActorRuntime, Registry
-from perdure.runtime.clock import ManualClock
-from perdure.runtime.context import ActorContext
-from perdure.runtime.instance import ActorInstance
-from perdure.runtime.local import LocalHandle
+from perdure.runtime.actor.contexts import ActorContext
+from perdure.runtime.actor.instance import ActorInstance
+from perdure.runtime.kernel.clock import ManualClock
+from perdure.runtime.local.client import LocalHandle
 from perdure.store import MemoryStore, SQLiteStore, Store
-from perdure.store.codec import decode_value
+from perdure.store.encoding import decode_value
 from tests.support import wait
 
 WAIT = 5.0

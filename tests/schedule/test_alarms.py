@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from perdure.runtime.alarms import _BATCH, _MIN_STEP_MS, PREWAKE_MS
+from perdure.runtime.host.alarms import _BATCH, _MIN_STEP_MS, PREWAKE_MS
 
 from .app import make_registry
 from .rig import START_MS, Rig, eventually

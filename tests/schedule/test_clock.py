@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from perdure.runtime.clock import ManualClock, SystemClock, sleep_until_or_event
+from perdure.runtime.kernel.clock import ManualClock, SystemClock, sleep_until_or_event
 
 
 async def test_sleepers_wake_in_deadline_order_when_the_clock_passes_them() -> None:

@@ -9,7 +9,7 @@ import pytest
 
 from perdure import CronFire, CronJobInfo, ScheduledEventInfo, ScheduledFireInfo
 from perdure.protocol.values import encode_cbor_value, to_json_value
-from perdure.store.codec import decode_value, encode_value
+from perdure.store.encoding import decode_value, encode_value
 
 FIRE = ScheduledFireInfo("every", "tick", "tick", 1_000, 1_250)
 WIRE = {"kind": "every", "id": "tick", "name": "tick", "scheduledAt": 1_000, "firedAt": 1_250}

@@ -21,7 +21,7 @@ import pytest
 
 from perdure.client import create_client
 from perdure.keys import serialize_key
-from perdure.store.codec import decode_value
+from perdure.store.encoding import decode_value
 
 from ..support.server import ServerProcess
 

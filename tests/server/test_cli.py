@@ -1,4 +1,4 @@
-"""``perdure.cli`` pieces that need no server: loading a registry, printing values."""
+"""``perdure.cli.app`` pieces that need no server: loading a registry, printing values."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from perdure.cli import CliError, _parser, load_registry, main, plain
+from perdure.cli.app import CliError, _parser, load_registry, main, plain
 from perdure.registry import Registry
 
 REGISTRY_FILE = """

@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from perdure.errors import ActorStopping
-from perdure.server.websocket import _overloaded
+from perdure.server.gateway.websocket import _overloaded
 
 from .helpers import call, gateway
 from .process import ServerProcess

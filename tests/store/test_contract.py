@@ -21,7 +21,7 @@ from perdure.store import (
     Store,
     StoreClosed,
 )
-from perdure.store.codec import decode_value, encode_value
+from perdure.store.encoding import decode_value, encode_value
 
 StoreFactory = Callable[[Path], Store]
 TIMEOUT = 10.0

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from perdure.store import MemoryStore, SQLiteStore, open_store
-from perdure.store.postgres import PostgresStore
+from perdure.store.postgres.store import PostgresStore
 
 
 def test_memory_url() -> None:

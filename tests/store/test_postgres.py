@@ -18,15 +18,15 @@ from psycopg import sql
 
 from perdure.errors import ActorAlreadyExists, ActorNotFound
 from perdure.store import ActorCommit, ActorRecord
-from perdure.store._postgres_merge import MergedCommits, plan_statements
-from perdure.store._postgres_ops import CommitOp, CreateOp, DeleteOp
-from perdure.store._postgres_schema import apply_postgres_migrations, lock_key, wake_channel
-from perdure.store._postgres_sql import DUE_ACTORS, NEXT_WAKE_AT
-from perdure.store._postgres_writer import PostgresWriter
 from perdure.store.base import QueueMessageRecord
 from perdure.store.errors import ActorOwnedElsewhere
 from perdure.store.migrations import MIGRATIONS, Migration, SchemaTooNew
-from perdure.store.postgres import PostgresStore
+from perdure.store.postgres.merge import MergedCommits, plan_statements
+from perdure.store.postgres.ops import CommitOp, CreateOp, DeleteOp
+from perdure.store.postgres.schema import apply_postgres_migrations, lock_key, wake_channel
+from perdure.store.postgres.sql import DUE_ACTORS, NEXT_WAKE_AT
+from perdure.store.postgres.store import PostgresStore
+from perdure.store.postgres.writer import PostgresWriter
 
 from ..support.postgres import (
     POSTGRES_URL,

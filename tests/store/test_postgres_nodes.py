@@ -14,8 +14,8 @@ from collections.abc import AsyncIterator
 import pytest
 
 from perdure.store import Lease
-from perdure.store._postgres_nodes import LIST_NODES
-from perdure.store.postgres import PostgresStore
+from perdure.store.postgres.nodes import LIST_NODES
+from perdure.store.postgres.store import PostgresStore
 
 from ..support.postgres import drop_schema, new_schema_name, postgres_store, require_postgres
 from .test_postgres import NOW, TIMEOUT, raw, record, rows

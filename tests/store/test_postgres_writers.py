@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from perdure.store import ActorCommit
-from perdure.store.postgres import PostgresStore
+from perdure.store.postgres.store import PostgresStore
 
 from ..support.postgres import POSTGRES_URL
 from .test_postgres import TIMEOUT, opened, record, schema

@@ -15,10 +15,6 @@ from typing import Any
 import pytest
 
 from perdure.store import ActorCommit, ActorRecord, SQLiteStore, Store
-from perdure.store._sqlite_checkpoint import FALLBACK_AUTOCHECKPOINT_PAGES
-from perdure.store._sqlite_nodes import LIST_NODES
-from perdure.store._sqlite_ops import CallOp, CommitOp, CreateOp, DeleteOp
-from perdure.store._sqlite_writer import GroupCommitWriter
 from perdure.store.migrations import (
     MIGRATIONS,
     Migration,
@@ -27,7 +23,11 @@ from perdure.store.migrations import (
     check_ledger,
     split_sqlite_statements,
 )
-from perdure.store.sqlite import _DUE_ACTORS, _NEXT_WAKE_AT
+from perdure.store.sqlite.checkpoint import FALLBACK_AUTOCHECKPOINT_PAGES
+from perdure.store.sqlite.nodes import LIST_NODES
+from perdure.store.sqlite.ops import CallOp, CommitOp, CreateOp, DeleteOp
+from perdure.store.sqlite.store import _DUE_ACTORS, _NEXT_WAKE_AT
+from perdure.store.sqlite.writer import GroupCommitWriter
 from tests.support.wait import eventually
 
 TIMEOUT = 10.0

@@ -12,7 +12,7 @@ from pathlib import Path
 from perdure.store import ActorCommit, ActorRecord, SQLiteStore
 
 TIMEOUT = 10.0
-STREAK = 16  # perdure.store._sqlite_writer._AT_ONCE_STREAK
+STREAK = 16  # perdure.store.sqlite.writer._AT_ONCE_STREAK
 
 
 def _step(actor_id: str, index: int) -> ActorCommit:

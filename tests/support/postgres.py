@@ -18,7 +18,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from perdure.store.postgres import PostgresStore
+from perdure.store.postgres.store import PostgresStore
 
 __all__ = [
     "POSTGRES_URL",

@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from perdure.runtime.clock import ManualClock, SystemClock, call_later, wait_first
+from perdure.runtime.kernel.clock import ManualClock, SystemClock, call_later, wait_first
 
 
 async def test_call_later_runs_when_the_manual_clock_passes_it_and_not_after_cancel() -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import fnmatch
 import tomllib
 
-from perdure.server.ui.routes import _asset
+from perdure.server.admin.ui.routes import _asset
 from tests.support.server import REPO_ROOT
 
 UI = REPO_ROOT / "src" / "perdure" / "server" / "ui"

@@ -14,7 +14,7 @@ import psycopg
 from psycopg import sql
 
 from perdure import ActorRuntime, Registry
-from perdure.runtime.local import LocalHandle
+from perdure.runtime.local.client import LocalHandle
 from perdure.store import SQLiteStore, Store
 from tests.support import wait
 

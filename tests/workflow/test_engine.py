@@ -116,7 +116,7 @@ async def test_queue_jobs_are_applied_exactly_once_across_restarts(rig: Rig) -> 
 
 
 def _stored_sum(rig: Rig) -> int:
-    from perdure.store.codec import decode_value
+    from perdure.store.encoding import decode_value
 
     state = rig.rows("SELECT state FROM actors")[0][0]
     return int(decode_value(bytes(state))["sum"])
@@ -469,7 +469,7 @@ async def _hibernated(rig: Rig, actor_id: str) -> bool:
 
 
 async def _phase_on_disk(rig: Rig, phase: str) -> bool:
-    from perdure.store.codec import decode_value
+    from perdure.store.encoding import decode_value
 
     rows = rig.rows("SELECT state FROM actors")
     return bool(rows) and rows[0][0] is not None and decode_value(rows[0][0])["phase"] == phase

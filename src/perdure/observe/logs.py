@@ -20,7 +20,7 @@ __all__ = ["ACTOR_FIELDS", "TEXT_FORMAT", "JsonFormatter", "configure_logging"]
 
 #: The plain-text format of ``perdure serve`` (``--log-format text``).
 TEXT_FORMAT = "%(asctime)s %(levelname)-7s %(name)s: %(message)s"
-#: The record attributes an actor's logger adapter sets (runtime/instance.py).
+#: The record attributes an actor's logger adapter sets (runtime/actor/instance.py).
 ACTOR_FIELDS = ("actor_name", "actor_key", "actor_id")
 
 

@@ -1,6 +1,6 @@
 """``perdure serve``'s tracing and log options: ``--otel`` and ``--log-format``.
 
-Kept out of cli.py: the options, the check that the ``otel`` extra is installed (done
+Kept out of cli/app.py: the options, the check that the ``otel`` extra is installed (done
 while the command line is parsed, so a missing extra stops the server before it opens
 its store), and the OTLP exporter's setup. OpenTelemetry is imported only when
 ``--otel`` is given.

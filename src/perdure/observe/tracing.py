@@ -185,7 +185,7 @@ class TracingObserver(Observer):
 def enable_tracing(
     runtime: Any, tracer_provider: trace.TracerProvider | None = None
 ) -> TracingObserver:
-    """Trace ``runtime``'s work (an :class:`~perdure.runtime.runtime.ActorRuntime`) into
+    """Trace ``runtime``'s work (an :class:`~perdure.runtime.host.actor_runtime.ActorRuntime`) into
     ``tracer_provider`` (default: OpenTelemetry's global one); returns the observer
     (``runtime.observers.remove(observer)`` stops it)."""
     observer = TracingObserver(tracer_provider)

@@ -3,10 +3,10 @@
 Routes:
 
 - ``/gateway/{name-or-id}/action/{action}``, ``/queue/{queue}``, ``/connect`` — the actor
-  gateway (:mod:`perdure.server.gateway`, :mod:`perdure.server.websocket`);
+  gateway (:mod:`perdure.server.gateway.routes`, :mod:`perdure.server.gateway.websocket`);
 - ``/connect`` (WebSocket) with the actor id in the ``rivet_actor.<id>`` subprotocol — how
   the official client connects to an actor by id when it skips the gateway's ready wait;
-- ``/actors…`` — the management API (:mod:`perdure.server.management`);
+- ``/actors…`` — the management API (:mod:`perdure.server.gateway.management`);
 - ``GET /metadata`` — what the official client reads before its first call. It looks
   only for ``clientEndpoint`` (absent here, so it keeps the endpoint it was given) and
   logs ``runtime`` and ``version``;
@@ -15,12 +15,12 @@ Routes:
 - ``GET /ready`` — ``{"status": "ready", …}`` while the store answers (a cheap query,
   cached for a second); otherwise 503 with the error body (``store.unavailable``) and
   ``Retry-After``: a readiness probe;
-- ``/admin/…`` — the admin API (:mod:`perdure.server.admin`), for operators;
-- ``/ui/…`` — the inspector web UI on the admin API (:mod:`perdure.server.ui`);
+- ``/admin/…`` — the admin API (:mod:`perdure.server.admin.routes`), for operators;
+- ``/ui/…`` — the inspector web UI on the admin API (:mod:`perdure.server.admin.ui`);
 - ``GET /metrics`` — Prometheus metrics, for the admin surface's clients
-  (:mod:`perdure.server.metrics`; off with ``metrics=False``);
+  (:mod:`perdure.server.admin.metrics`; off with ``metrics=False``);
 - ``POST /.perdure/forward`` — on a cluster node only: operations other nodes forward to
-  the owner of an actor (:mod:`perdure.server.peers`). ``/metadata`` and ``/health`` then
+  the owner of an actor (:mod:`perdure.server.cluster.peers`). ``/metadata`` and ``/health`` then
   name the answering node (``"node": {"id", "address"}``).
 
 The app's lifespan starts the runtime (opening the store) and stops it on shutdown: every
@@ -43,19 +43,19 @@ from starlette.routing import Mount, Route, WebSocketRoute
 
 from perdure import __version__
 from perdure.errors import PerdureError
-from perdure.runtime.runtime import ActorRuntime
-from perdure.server._errors import MethodNotAllowed, RouteNotFound, error_body, header_text
-from perdure.server.access import AdminAccess
-from perdure.server.admin import admin_routes
-from perdure.server.auth import ClientAccess
-from perdure.server.cors import CorsPolicy
-from perdure.server.edge import EdgeGuard
-from perdure.server.gateway import Gateway
-from perdure.server.management import json_response, management_routes
-from perdure.server.metrics import metrics_route
-from perdure.server.peers import FORWARD_PATH, ForwardEndpoint, HttpPeers
-from perdure.server.ui import ui_routes
-from perdure.server.websocket import DirectConnect
+from perdure.runtime.host.actor_runtime import ActorRuntime
+from perdure.server.admin.metrics import metrics_route
+from perdure.server.admin.routes import admin_routes
+from perdure.server.admin.ui import ui_routes
+from perdure.server.cluster.peers import FORWARD_PATH, ForwardEndpoint, HttpPeers
+from perdure.server.edge.admin_access import AdminAccess
+from perdure.server.edge.client_access import ClientAccess
+from perdure.server.edge.cors import CorsPolicy
+from perdure.server.edge.door import EdgeGuard
+from perdure.server.edge.wire_errors import MethodNotAllowed, RouteNotFound, error_body, header_text
+from perdure.server.gateway.management import json_response, management_routes
+from perdure.server.gateway.routes import Gateway
+from perdure.server.gateway.websocket import DirectConnect
 
 __all__ = ["create_app"]
 
@@ -73,11 +73,12 @@ def create_app(
     """A Starlette app serving ``runtime``'s actors; its lifespan starts and stops it.
 
     ``admin`` says who may use the admin API, the inspector UI and ``/metrics``
-    (default: loopback clients only; see :mod:`perdure.server.access`). ``metrics``: serve
-    ``GET /metrics`` (:mod:`perdure.server.metrics`), watching ``runtime`` to do so.
+    (default: loopback clients only; see :mod:`perdure.server.edge.admin_access`).
+    ``metrics``: serve ``GET /metrics`` (:mod:`perdure.server.admin.metrics`), watching
+    ``runtime`` to do so.
     ``token``: the server token every client request must carry
-    (:mod:`perdure.server.auth`); ``cors_origins``: the origins whose browser pages may
-    call the server (:mod:`perdure.server.cors`; ``*`` for any).
+    (:mod:`perdure.server.edge.client_access`); ``cors_origins``: the origins whose browser
+    pages may call the server (:mod:`perdure.server.edge.cors`; ``*`` for any).
     """
     admin = admin or AdminAccess()
     actor_names: dict[str, Any] = {name: {"metadata": {}} for name in runtime.registry.actors}

@@ -26,10 +26,10 @@ from perdure.store.base import (
 )
 from perdure.store.errors import ActorOwnedElsewhere, LeaseLost, StoreLocked
 from perdure.store.memory import MemoryStore
-from perdure.store.sqlite import SQLiteStore
+from perdure.store.sqlite.store import SQLiteStore
 
 if TYPE_CHECKING:
-    from perdure.store.postgres import PostgresStore
+    from perdure.store.postgres.store import PostgresStore
 
 __all__ = [
     "ActorCommit",
@@ -66,7 +66,7 @@ def open_store(url: str, *, exclusive: bool = True, store_timeout: float | None 
       ``?durability=power`` and ``?max_size=BYTES`` (a cap on the file: writes past it
       fail with ``store.full``);
     - ``postgresql://user@host:5432/dbname`` (or ``postgres://``) — a
-      :class:`~perdure.store.postgres.PostgresStore` (needs ``perdure[postgres]``), with
+      :class:`~perdure.store.postgres.store.PostgresStore` (needs ``perdure[postgres]``), with
       optional ``schema=``, ``pool_min=``, ``pool_max=`` and ``durability=``; other query
       parameters (``sslmode=``, ``connect_timeout=`` …) go to libpq unchanged;
     - a plain filesystem path (no ``scheme://``) — a :class:`SQLiteStore` on that file.
@@ -75,7 +75,7 @@ def open_store(url: str, *, exclusive: bool = True, store_timeout: float | None 
     without taking its data-directory lock (a reader beside a running server; see
     :class:`SQLiteStore`); the other stores ignore it. ``store_timeout`` (seconds, default
     5) bounds every call of a PostgreSQL store (see
-    :class:`~perdure.store.postgres.PostgresStore`); the local stores ignore it.
+    :class:`~perdure.store.postgres.store.PostgresStore`); the local stores ignore it.
     """
     if url == "memory://":
         return MemoryStore()
@@ -123,7 +123,7 @@ def _max_size(text: str) -> int | None:
 def _postgres_from_url(url: str, store_timeout: float | None) -> PostgresStore:
     # Messages never quote the URL: it may carry a password.
     try:
-        from perdure.store.postgres import PostgresStore
+        from perdure.store.postgres.store import PostgresStore
     except ImportError as exc:
         raise ValueError("PostgreSQL URLs need psycopg: pip install 'perdure[postgres]'.") from exc
     parts = urlsplit(url)

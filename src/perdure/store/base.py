@@ -2,7 +2,7 @@
 
 The store only persists. It makes no decisions: replay or run, sleep or wake, retry or
 fail are decided in ``perdure.runtime`` and ``perdure.workflows``. Values arrive already
-encoded (``bytes``, see :mod:`perdure.store.codec`); the store never decodes them.
+encoded (``bytes``, see :mod:`perdure.store.encoding`); the store never decodes them.
 
 Unit of atomicity: one :class:`ActorCommit`. Every field of a commit (state, queue
 messages added and removed, workflow history entries written and deleted, schedules and

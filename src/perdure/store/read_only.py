@@ -7,10 +7,10 @@ The read-only variants live here, beside the stores whose insides they reuse.
 from __future__ import annotations
 
 from perdure.errors import PerdureError
-from perdure.store._sqlite_writer import connect
 from perdure.store.base import Store
 from perdure.store.errors import StoreLocked
-from perdure.store.sqlite import SQLiteStore
+from perdure.store.sqlite.store import SQLiteStore
+from perdure.store.sqlite.writer import connect
 
 __all__ = ["ReadOnlyUnavailable", "open_read_only"]
 
@@ -56,10 +56,10 @@ def open_read_only(store: Store) -> Store:
     writes: SQLite ``query_only``; PostgreSQL ``default_transaction_read_only``."""
     if isinstance(store, SQLiteStore):
         return _ReadOnlySQLite(store.path, exclusive=False)
-    from perdure.store.postgres import PostgresStore
+    from perdure.store.postgres.store import PostgresStore
 
     if isinstance(store, PostgresStore):
-        from perdure.store._postgres_read_only import read_only_postgres
+        from perdure.store.postgres.read_only import read_only_postgres
 
         return read_only_postgres(store)
     raise ReadOnlyUnavailable(

@@ -1,7 +1,7 @@
 """``ActorTestEnv``: an in-process runtime on a throwaway store, with time under the test's
 control.
 
-The runtime runs on a :class:`~perdure.runtime.clock.ManualClock`, so every durable timer
+The runtime runs on a :class:`~perdure.runtime.kernel.clock.ManualClock`, so every durable timer
 (schedules, cron, workflow sleeps, step retry backoff, queue receive timeouts, the idle
 sleep of actors, the alarms that wake hibernated actors) waits for ``advance`` rather than
 for the wall clock. ``advance`` moves time from one due timer to the next, letting the
@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Literal, cast
 from perdure._time import duration_seconds, instant_ms
 from perdure.errors import ArgumentError
 from perdure.registry import Registry
-from perdure.runtime.clock import ManualClock
-from perdure.runtime.runtime import ActorRuntime
+from perdure.runtime.host.actor_runtime import ActorRuntime
+from perdure.runtime.kernel.clock import ManualClock
 from perdure.store import MemoryStore, SQLiteStore, Store
 from perdure.testing.errors import SettleTimeout, TimeTravelError
 from perdure.testing.settle import WatchedStore, settle
@@ -32,7 +32,7 @@ from perdure.testing.settle import WatchedStore, settle
 if TYPE_CHECKING:
     from types import TracebackType
 
-    from perdure.runtime.local import LocalClient
+    from perdure.runtime.local.client import LocalClient
 
 __all__ = ["ActorTestEnv", "StoreChoice"]
 

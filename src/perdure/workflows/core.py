@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, cast
 
 from perdure.errors import ActorAborted
-from perdure.store.codec import decode_value, encode_value
+from perdure.store.encoding import decode_value, encode_value
 from perdure.workflows.context import WorkflowContext
 from perdure.workflows.errors import Evicted
 from perdure.workflows.history import Entry, History, child_location, validate_name

@@ -4,7 +4,7 @@ The engine decides (replay or run, wait or go on, retry or fail); its host store
 delivers. History comes in (:meth:`WorkflowHistory.load_history`); commits, queue
 operations, events, alarms and the clock go out through the members below. Nothing in
 this package imports the actor runtime, not even for type hints, so the engine
-can be read, tested and changed as a layer of its own (``runtime/workflow_host.py`` is
+can be read, tested and changed as a layer of its own (``runtime/actor/workflow_host.py`` is
 the adapter).
 
 Every member is synchronous unless it says it waits: the engine stages writes as it goes

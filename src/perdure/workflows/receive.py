@@ -8,7 +8,7 @@ from typing import Any
 
 from perdure.errors import QueueError
 from perdure.queue_message import QueueMessage
-from perdure.store.codec import decode_value
+from perdure.store.encoding import decode_value
 from perdure.workflows.core import RunnerCore, message_names
 from perdure.workflows.history import Entry, child_location
 from perdure.workflows.port import MessageQueue

@@ -1,0 +1,228 @@
+"""The context ``c`` that hooks and actions receive."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from perdure.errors import InternalError, PerdureError
+from perdure.runtime.actor.connections import AccessForbidden, RequestInfo, current_request
+
+if TYPE_CHECKING:
+    from perdure.runtime.actor.connections import Connection
+    from perdure.runtime.actor.instance import ActorInstance
+    from perdure.runtime.local.client import LocalClient
+    from perdure.runtime.queues.actor_queue import QueueReceiver
+    from perdure.runtime.schedules.api import ActorCron, ActorSchedule
+
+__all__ = ["AbortSignal", "ActionContext", "ActorContext", "check_access"]
+
+T = TypeVar("T")
+
+
+class AbortSignal:
+    """Fires once, when the actor starts to sleep or be destroyed."""
+
+    __slots__ = ("_event", "_fired")
+
+    def __init__(self) -> None:
+        self._fired = False
+        # Made by the first waiter: an Event and its deque are ~870 bytes, on every
+        # awake actor, and most are never waited on.
+        self._event: asyncio.Event | None = None
+
+    @property
+    def aborted(self) -> bool:
+        """True once the actor is shutting down."""
+        return self._fired
+
+    def fire(self) -> None:
+        """Mark the signal as fired (idempotent)."""
+        self._fired = True
+        if self._event is not None:
+            self._event.set()
+
+    async def wait(self) -> None:
+        """Return when the signal fires."""
+        if self._fired:
+            return
+        if self._event is None:
+            self._event = asyncio.Event()
+        await self._event.wait()
+
+
+class ActorContext:
+    """What hooks receive as ``c``: the actor's state, identity and powers."""
+
+    __slots__ = ("_instance",)
+
+    def __init__(self, instance: ActorInstance) -> None:
+        self._instance = instance
+
+    @property
+    def state(self) -> Any:
+        """The actor's durable state. Mutate it freely; it is saved after each action.
+
+        With a state schema (docs/models.md) it is the model, and an assigned value is
+        converted to it (a dict becomes the model; ``state.invalid`` if it does not fit).
+        """
+        return self._instance.state
+
+    @state.setter
+    def state(self, value: Any) -> None:
+        self._instance.state = self._instance.definition.adopt_state(value)
+
+    @property
+    def vars(self) -> Any:
+        """Ephemeral per-wake values (clients, caches); never persisted."""
+        return self._instance.vars
+
+    @vars.setter
+    def vars(self, value: Any) -> None:
+        self._instance.vars = value
+
+    @property
+    def name(self) -> str:
+        """The actor's registered name."""
+        return self._instance.name
+
+    @property
+    def key(self) -> list[str]:
+        """The actor's key parts."""
+        return list(self._instance.key)
+
+    @property
+    def actor_id(self) -> str:
+        """The actor's stable id."""
+        return self._instance.actor_id
+
+    @property
+    def generation(self) -> int:
+        """How many times this actor has started (bumped at every wake)."""
+        return self._instance.generation
+
+    @property
+    def request(self) -> RequestInfo | None:
+        """The client request being served (headers, origin, client address), read-only:
+        set in ``on_before_connect``, ``create_conn_state``, ``on_connect``, in actions
+        called over HTTP or a WebSocket and in ``on_disconnect`` when the client closes.
+        ``None`` in process, for schedule fires and in lifecycle hooks (docs/edge.md)."""
+        return current_request(self._instance.actor_id)
+
+    @property
+    def conns(self) -> dict[str, Connection]:
+        """The open connections, by id."""
+        return self._instance.conns
+
+    @property
+    def log(self) -> logging.LoggerAdapter[logging.Logger]:
+        """A logger that names the actor."""
+        return self._instance.log
+
+    @property
+    def abort_signal(self) -> AbortSignal:
+        """Fires when the actor begins to sleep or be destroyed."""
+        return self._instance.abort
+
+    @property
+    def aborted(self) -> bool:
+        """True once the actor is shutting down."""
+        return self._instance.abort.aborted
+
+    def broadcast(self, name: str, *args: Any) -> None:
+        """Send an event to every connection subscribed to ``name``."""
+        self._instance.broadcast(name, args)
+
+    @property
+    def queue(self) -> QueueReceiver:
+        """The actor's durable queues: ``send``, ``next``, ``next_batch``, ``iter`` …"""
+        from perdure.runtime.queues.actor_queue import QueueReceiver
+
+        self._instance.definition.require_queues()
+        queue = self._instance.queue
+        assert queue is not None  # an actor with queues has one while awake
+        return QueueReceiver(queue, self._instance)
+
+    @property
+    def schedule(self) -> ActorSchedule:
+        """One-shot scheduled actions: ``after``, ``at``, ``get``, ``list``, ``cancel``."""
+        from perdure.runtime.schedules.api import ActorSchedule
+
+        return ActorSchedule(self._instance.schedules)
+
+    @property
+    def cron(self) -> ActorCron:
+        """Recurring jobs: ``every``, ``set``, ``get``, ``list``, ``delete``, ``history``."""
+        from perdure.runtime.schedules.api import ActorCron
+
+        return ActorCron(self._instance.schedules)
+
+    async def save_state(self, *, immediate: bool = False) -> None:
+        """Persist the state: ``immediate=True`` waits until it is durable."""
+        future = self._instance.request_flush()
+        if immediate:
+            await future
+
+    def keep_awake(self, awaitable: Awaitable[T]) -> asyncio.Future[T]:
+        """Run ``awaitable`` and keep the actor awake (no idle sleep) until it finishes."""
+        return self._instance.activity.keep_awake(awaitable)
+
+    def wait_until(self, awaitable: Awaitable[T]) -> asyncio.Future[T]:
+        """Run ``awaitable``; a shutdown waits for it (within the grace period)."""
+        return self._instance.activity.wait_until(awaitable)
+
+    def sleep(self) -> None:
+        """Ask the actor to go to sleep now (takes effect after this call returns)."""
+        self._instance.request_stop("sleep")
+
+    def destroy(self) -> None:
+        """Destroy the actor: ``on_destroy`` runs, its data is deleted, later calls fail."""
+        self._instance.request_stop("destroy")
+
+    def client(self) -> LocalClient:
+        """A client for calling other actors (in-process, no network hop)."""
+        return self._instance.runtime.client()
+
+
+async def check_access(
+    instance: ActorInstance, conn: Connection, hook_name: str, name: str
+) -> None:
+    """Ask the actor's ``can_subscribe``/``can_publish`` hook whether ``conn`` may use
+    event or queue ``name``: ``False`` refuses with 403 ``auth.forbidden`` (rivetkit's
+    canSubscribe/canPublish). The hook gets an action context (``c.conn``,
+    ``c.request``); an error it raises is the answer, a value other than a bool is a
+    mistake in the actor (logged, ``actor.internal_error``)."""
+    hook = instance.definition.hooks.get(hook_name)
+    if hook is None:
+        return
+    try:
+        allowed = hook(ActionContext(instance, conn), name)
+        if inspect.isawaitable(allowed):
+            allowed = await allowed
+    except PerdureError:
+        raise
+    except Exception as exc:
+        instance.log.exception("%s failed", hook_name)
+        raise InternalError() from exc
+    if not isinstance(allowed, bool):
+        instance.log.error("%s returned %r: it must return True or False", hook_name, allowed)
+        raise InternalError()
+    if not allowed:
+        what = "subscribe to event" if hook_name == "can_subscribe" else "send to queue"
+        raise AccessForbidden(
+            f"This connection may not {what} `{name}`.",
+            metadata={"event" if hook_name == "can_subscribe" else "queue": name},
+        )
+
+
+class ActionContext(ActorContext):
+    """The context of an action; ``conn`` is the calling connection (``None`` over HTTP)."""
+
+    __slots__ = ("conn",)
+
+    def __init__(self, instance: ActorInstance, conn: Connection | None) -> None:
+        super().__init__(instance)
+        self.conn = conn

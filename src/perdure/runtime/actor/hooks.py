@@ -1,0 +1,79 @@
+"""Calling user hooks, and the first start's hooks (``create_state``, ``on_create``).
+
+A hook may be sync or async. The first start is where a caller's input meets the user's
+code: when that code fails on the input, the caller is told so (400
+``actor.invalid_input``) rather than given an opaque internal error, and the runtime drops
+the half-created actor so that a retry with a good input creates it afresh.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from pydantic import ValidationError
+
+from perdure.definition import MISSING
+from perdure.errors import InvalidRequest
+from perdure.schemas import errors_of, problems_of
+from perdure.store.encoding import decode_value
+
+if TYPE_CHECKING:
+    from perdure.runtime.actor.instance import ActorInstance
+
+__all__ = ["call_hook", "run_create_hooks"]
+
+_log = logging.getLogger("perdure.actor")
+
+# The ways code typically fails on input of the wrong shape (`input["count"]` on an input
+# without it, `int(input)` on a word ...).
+_SHAPE_ERRORS = (KeyError, TypeError, ValueError, AttributeError, IndexError)
+
+
+async def call_hook(fn: Callable[..., Any], *args: Any, timeout: float | None = None) -> Any:
+    """Call a sync or async hook, with an optional timeout for the async part."""
+    result = fn(*args)
+    if inspect.isawaitable(result):
+        if timeout:
+            async with asyncio.timeout(timeout):
+                return await result
+        return await result
+    return result
+
+
+async def run_create_hooks(instance: ActorInstance) -> None:
+    """The state from ``create_state`` (or ``state``), then ``on_create``, both given the
+    input (as the ``input=`` schema's type)."""
+    definition = instance.definition
+    hooks = definition.hooks
+    record_input = instance.record.input
+    stored_input = None if record_input is None else decode_value(record_input)
+    actor_input = definition.input_value(stored_input)
+    try:
+        if "create_state" in hooks:
+            created = await call_hook(hooks["create_state"], instance.context, actor_input)
+            instance.state = definition.adopt_state(created)
+        elif definition.state is not MISSING:
+            instance.state = definition.adopt_state(definition.initial_state())
+        if "on_create" in hooks:
+            await call_hook(hooks["on_create"], instance.context, actor_input)
+    except ValidationError as exc:
+        # The hook validated the input itself (`Model.model_validate(input)`).
+        raise InvalidRequest(
+            f"Invalid input for actor `{instance.name}`: {problems_of(exc)}.",
+            code="invalid_input",
+            metadata={"errors": errors_of(exc)},
+        ) from None
+    except _SHAPE_ERRORS as exc:
+        if stored_input is None:
+            raise  # no input to blame: the actor's own code failed
+        _log.warning("actor `%s`: creating it failed on its input", instance.name, exc_info=True)
+        raise InvalidRequest(
+            f"Actor `{instance.name}` could not be created from this input: creating it "
+            f"raised {type(exc).__name__}. Declare `input=` with a schema to have the input "
+            "checked (and its problems named) before the actor is created.",
+            code="invalid_input",
+        ) from None

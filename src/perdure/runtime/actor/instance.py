@@ -1,0 +1,622 @@
+"""A live actor: its state in memory, its lifecycle, hooks, actions, connections and alarms.
+
+Durability of actions: after an action returns, its caller waits for the next *flush* of
+the actor's commit pipeline (:mod:`perdure.runtime.kernel.commits`), which commits the state
+if it changed together with every other staged write. What keeps the actor awake, and
+its sleep timer, is :mod:`perdure.runtime.kernel.activity`; a workflow reaches its actor through
+the adapter of :mod:`perdure.runtime.actor.workflow_host`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Literal
+
+from perdure._names import vars_value
+from perdure.definition import WORKFLOW_STATUS_ACTION, ActorDefinition
+from perdure.errors import (
+    ActionTimedOut,
+    ActorAborted,
+    ActorNotFound,
+    ActorStopping,
+    InternalError,
+    PerdureError,
+)
+from perdure.runtime.actor.connections import Connection, Transport
+from perdure.runtime.actor.contexts import AbortSignal, ActionContext, ActorContext
+from perdure.runtime.actor.hooks import call_hook, run_create_hooks
+from perdure.runtime.events.log import EventLog
+from perdure.runtime.host.dispatch import ActorIdentity
+from perdure.runtime.kernel.activity import ActivityTracker
+from perdure.runtime.kernel.commits import CommitPipeline
+from perdure.runtime.kernel.tasks import TaskOwner
+from perdure.runtime.queues.actor_queue import ActorQueue
+from perdure.runtime.schedules.manager import ScheduleManager
+from perdure.schemas import to_plain
+from perdure.store.base import ActorRecord
+from perdure.store.encoding import decode_value
+
+if TYPE_CHECKING:
+    from perdure.runtime.host.actor_runtime import ActorRuntime
+    from perdure.workflows.engine import WorkflowRunner
+
+__all__ = ["WORKFLOW_STATUS_ACTION", "ActorInstance", "StopReason"]
+
+# A built-in action of workflow actors: the workflow's status, for clients.
+
+
+StopReason = Literal["sleep", "destroy", "shutdown"]
+Status = Literal["starting", "running", "stopping", "stopped"]
+_log = logging.getLogger("perdure.actor")
+
+
+class ActorInstance:
+    """One awake actor. Created and owned by
+    :class:`~perdure.runtime.host.actor_runtime.ActorRuntime`."""
+
+    # Slots: an instance of a class with more than 30 attributes has no shared-key dict,
+    # and tens of thousands are awake at once (a dict of ~1.7 KB each; see bench/README.md).
+    # Written as words to split, so that the list takes five lines, not thirty-two.
+    __slots__ = tuple(
+        """
+        __weakref__ _alarms _claimed _logger _run_task _stopped _wake_at abort activity
+        actor_id commits conns context definition events generation identity key name
+        observer options queue record runtime schedules state status stop_reason tasks
+        vars workflow
+        """.split()  # noqa: SIM905
+    )
+
+    def __init__(
+        self,
+        runtime: ActorRuntime,
+        definition: ActorDefinition,
+        record: ActorRecord,
+        *,
+        claimed: bool = False,
+    ) -> None:
+        """``claimed``: ``record`` comes from :meth:`Store.claim_actor`, which already
+        counted this instance's generation; otherwise (an actor this runtime has just
+        created) the start commit writes it."""
+        self.runtime = runtime
+        self.definition = definition
+        self.options = definition.options
+        self.actor_id = record.actor_id
+        self.name = record.name
+        self.key = record.key
+        self.generation = record.generation if claimed else record.generation + 1
+        # Who answers requests served by this instance (headers, error bodies): built once.
+        self.identity = ActorIdentity(self.actor_id, self.key, self.generation)
+        self._claimed = claimed
+        self.record = record
+        self.state: Any = None
+        self.vars: Any = None
+        self.conns: dict[str, Connection] = {}
+        self.status: Status = "starting"
+        self.abort = AbortSignal()
+        # The parts below that most awake actors never use are made on first use (the
+        # logger, the stopped future, the alarms): tens of thousands may be awake at once.
+        self._logger: logging.LoggerAdapter[logging.Logger] | None = None
+        self.context = ActorContext(self)
+        self.tasks = TaskOwner(self)
+        self._stopped: asyncio.Future[None] | None = None
+        self.stop_reason: StopReason | None = None
+        self.observer = runtime.observers
+        self.events = EventLog(self, record.event_seq)
+        self.commits = CommitPipeline(
+            runtime.store,
+            record.actor_id,
+            self,
+            last_state=record.state,
+            # A claimed generation fences every commit; otherwise the start commit
+            # stores it (see start()).
+            fence=self.generation if claimed else None,
+            state_written=self._state_written if "on_state_change" in definition.hooks else None,
+            state_schema=definition.state_schema,
+            on_failure=self._write_failed,
+            events_durable=self.events.durable,
+        )
+        self.activity = ActivityTracker(
+            self,
+            sleep_timeout=self.options.sleep_timeout,
+            no_sleep=self.options.no_sleep,
+            connections=self.conns,
+            clock=runtime.clock,
+        )
+        self._run_task: asyncio.Task[None] | None = None
+        self.queue: ActorQueue | None = None
+        self.workflow: WorkflowRunner | None = None
+        # Alarms by source ("workflow", "schedule"); the earliest is the stored wake_at.
+        self._alarms: dict[str, int] | None = None
+        self._wake_at = record.wake_at
+        self.schedules = ScheduleManager(self)
+
+    def __str__(self) -> str:
+        return f"actor {self.label}"
+
+    @property
+    def label(self) -> str:
+        """Names the actor in errors and logs: ``name/actor_id``."""
+        return f"{self.name}/{self.actor_id}"
+
+    @property
+    def log(self) -> logging.LoggerAdapter[logging.Logger]:
+        """The actor's logger; actor_*: the fields of a JSON log line (observe/logs.py)."""
+        logger = self._logger
+        if logger is None:
+            extra = {
+                "actor": self.label,
+                "actor_name": self.name,
+                "actor_key": self.key,
+                "actor_id": self.actor_id,
+            }
+            logger = self._logger = logging.LoggerAdapter(_log, extra)
+        return logger
+
+    @property
+    def stopped(self) -> asyncio.Future[None]:
+        """Done once the instance has stopped."""
+        future = self._stopped
+        if future is None:
+            future = self._stopped = asyncio.get_running_loop().create_future()
+            if self.status == "stopped":
+                future.set_result(None)
+        return future
+
+    def sleep_when_idle(self) -> None:
+        """The sleep timer ran out while the actor was idle (ActivityTracker)."""
+        self.runtime.schedule_stop(self, "sleep")
+
+    # ----------------------------------------------------------------- lifecycle
+
+    async def start(self) -> None:
+        """Run the start sequence: (create_state, on_create,) create_vars, on_wake, run."""
+        hooks = self.definition.hooks
+        if self.definition.queues is not None:
+            records = await self.runtime.store.load_queue(self.actor_id)
+            self.queue = ActorQueue(self, records)
+        if self._wake_at is not None and self._wake_at <= self.runtime.clock.now_ms():
+            self._write_wake_at(None)  # due alarms are handled now; sources re-arm what's left
+        if self.queue is not None:
+            self.queue.leases.start()  # the alarm of leases and nack delays still to come
+        await self.schedules.load()  # before on_create/on_wake, which may upsert jobs
+        if not self.record.initialized:
+            await self._create()
+        else:
+            stored = None if self.record.state is None else decode_value(self.record.state)
+            self.state = self.definition.load_state(stored)
+        if not self._claimed:
+            self.commits.store_generation(self.generation)  # this commit stores it, unfenced
+        await self.request_flush()
+        if "create_vars" in hooks:
+            self.vars = await call_hook(
+                hooks["create_vars"], self.context, timeout=self.options.create_vars_timeout
+            )
+        else:
+            self.vars = self.definition.initial_vars()
+        self.vars = vars_value(self.vars)  # a dict's `c.vars.x` then says to write c.vars["x"]
+        if "on_wake" in hooks:
+            await call_hook(hooks["on_wake"], self.context)
+        self.status = "running"
+        self._start_run()
+        self.schedules.start()  # drains overdue jobs (after on_wake), then fires on time
+        self.activity.maybe_sleep()
+
+    async def _create(self) -> None:
+        """The first start: ``create_state`` (or ``state``) and ``on_create``."""
+        await run_create_hooks(self)
+        self.commits.mark_initialized()
+
+    def request_stop(self, reason: StopReason) -> None:
+        """Ask for sleep or destroy; it happens in the background (after the caller returns)."""
+        if self.status == "starting":
+            # rivetkit 2.3.19's texts (rivetkit-core), byte for byte.
+            raise ActorStopping("Actor is starting.", code="starting")
+        if self.status != "running":
+            if reason == "destroy" and self.stop_reason == "sleep":
+                self.stop_reason = "destroy"
+                return
+            raise ActorStopping()
+        self.runtime.schedule_stop(self, reason)
+
+    def claim_stop(self, reason: StopReason) -> bool:
+        """Stop taking new work now (synchronously, so that nothing slips in between the
+        decision to stop and the stop itself). True for the caller that must then run
+        :meth:`run_stop_sequence`; False if the actor is already stopping."""
+        if self.status in ("stopping", "stopped"):
+            return False
+        self.status = "stopping"
+        self.stop_reason = reason
+        self.activity.cancel_sleep()
+        self.abort.fire()
+        return True
+
+    async def stop(self, reason: StopReason) -> None:
+        """Stop the actor (or wait for the stop already under way)."""
+        if self.claim_stop(reason):
+            await self.run_stop_sequence()
+        else:
+            await asyncio.shield(self.stopped)
+
+    async def run_stop_sequence(self) -> None:
+        """Abort, wind down work, on_sleep/on_destroy, close connections, final flush."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.options.sleep_grace_period
+        try:
+            await self._wind_down(deadline)
+            await self._run_stop_hook(deadline)
+            await self._close_connections()
+            await self.activity.wait_tracked(deadline)
+            await self.tasks.close(timeout=max(0.0, deadline - loop.time()))
+            if self.stop_reason == "destroy":
+                # No final flush: the data goes anyway, and a state that cannot be
+                # encoded must not keep a destroyed actor in the store.
+                await self.runtime.store.delete_actor(self.actor_id)
+            else:
+                await self.request_flush()
+        except Exception:
+            self.log.exception("stopping the actor failed")
+        finally:
+            self._mark_stopped()
+
+    async def crash(self) -> None:
+        """Drop the instance without hooks or a final flush: after a failed write memory
+        may be ahead of the store; the next request wakes the actor from stored data."""
+        try:
+            for conn in list(self.conns.values()):
+                conn.transport.close(1011, "actor.restarting")
+                self.conns.pop(conn.id, None)
+            await self.tasks.close(timeout=1.0)
+        finally:
+            self._mark_stopped()
+
+    def _mark_stopped(self) -> None:
+        self.status = "stopped"
+        self.commits.close()
+        stopped = self._stopped
+        if stopped is not None and not stopped.done():
+            stopped.set_result(None)
+
+    async def _wind_down(self, deadline: float) -> None:
+        """Let in-flight actions and the run handler finish within the grace period."""
+        loop = asyncio.get_running_loop()
+        await self.activity.wait_idle(deadline)
+        task = self._run_task
+        if task is not None and not task.done():
+            await asyncio.wait([task], timeout=max(0.0, deadline - loop.time()))
+            if not task.done():
+                task.cancel()
+                await asyncio.wait([task])
+
+    # --------------------------------------------------------------- run handler
+
+    def _start_run(self) -> None:
+        run = self.definition.hooks.get("run")
+        if run is None:
+            return
+        self.activity.run_started()
+        if self.definition.kind == "workflow":
+            from perdure.runtime.actor.workflow_host import ActorWorkflowHost
+            from perdure.workflows.engine import WorkflowRunner
+
+            self.workflow = WorkflowRunner(ActorWorkflowHost(self), run)
+            coro = self._run_workflow(self.workflow)
+        else:
+            coro = self._run(run)
+        self._run_task = self.tasks.spawn(coro, name=f"run {self.actor_id}")
+
+    async def park_workflow(self, patience: float) -> bool:
+        """Stop the workflow's run so its history can be repaired; True if it was running.
+
+        A run that is waiting (a sleep, a queue wait, a retry's backoff) is stopped at
+        once: like a crash there, nothing is lost. A run executing a step is given
+        ``patience`` seconds to finish it or start waiting (``workflow.busy`` after).
+        """
+        from perdure.workflows.repair import RepairRefused
+
+        task = self._run_task
+        if task is None or task.done():
+            return False
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + patience
+        while not task.done() and not self.activity.run_sleep_ok:
+            if loop.time() >= deadline:
+                raise RepairRefused(
+                    "The workflow is running a step; try again once it waits or has finished.",
+                    code="busy",
+                )
+            await asyncio.wait([task], timeout=0.01)
+        if task.done():
+            return False
+        task.cancel()
+        await asyncio.wait([task])
+        return True
+
+    def restart_run(self) -> None:
+        """Start the run handler again (after a workflow repair)."""
+        self._check_running()
+        self._start_run()
+
+    async def _run_workflow(self, runner: WorkflowRunner) -> None:
+        try:
+            await runner.run()
+        finally:
+            self.activity.run_finished()
+
+    async def _run(self, run: Callable[..., Any]) -> None:
+        saver = self.tasks.spawn(self._save_periodically(), name=f"autosave {self.actor_id}")
+        try:
+            await call_hook(run, self.context)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            self.log.exception("the run handler failed; the actor stays up and may sleep")
+        finally:
+            saver.cancel()
+            self.request_flush()
+            self.activity.run_finished()
+
+    async def _save_periodically(self) -> None:
+        """Persist state changed by ``run`` (which has no action boundary to flush at)."""
+        while True:
+            await asyncio.sleep(self.options.state_save_interval)
+            self.request_flush()
+
+    async def _run_stop_hook(self, deadline: float) -> None:
+        destroying = self.stop_reason == "destroy"
+        hook_name = "on_destroy" if destroying else "on_sleep"
+        hook = self.definition.hooks.get(hook_name)
+        if hook is None:
+            return
+        limit = self.options.on_destroy_timeout if destroying else self.options.on_sleep_timeout
+        remaining = max(0.001, deadline - asyncio.get_running_loop().time())
+        timeout = min(limit, remaining) if limit else remaining
+        try:
+            await call_hook(hook, self.context, timeout=timeout)
+        except Exception:
+            self.log.exception("%s failed", hook_name)
+
+    async def _close_connections(self) -> None:
+        for conn in list(self.conns.values()):
+            conn.transport.close(
+                1000, f"actor.{'destroyed' if self.stop_reason == 'destroy' else 'sleeping'}"
+            )
+            await self.disconnect(conn)
+
+    # ------------------------------------------------------------------ actions
+
+    async def call_action(self, name: str, args: list[Any], conn: Connection | None = None) -> Any:
+        """Run action ``name``; return its output once its state changes are durable."""
+        if self.definition.is_status_action(name):
+            return await self.current_workflow_status()
+        spec = self.definition.find_action(name, len(args))
+        self._check_running()
+        activity = self.activity  # the hot path: straight to the tracker and the pipeline
+        activity.enter()
+        span = self.observer.action(self, name)
+        error: BaseException | None = None
+        try:
+            context = ActionContext(self, conn)
+            try:
+                output = spec.fn(context, *args)
+                if inspect.isawaitable(output):
+                    output = await self._await_action(name, output)
+                hook = self.definition.hooks.get("on_before_action_response")
+                if hook is not None:
+                    output = await self._before_action_response(hook, name, args, output)
+            finally:
+                flushed = self.commits.request_flush()
+            await flushed
+            return to_plain(output)  # the same plain form in process as on the wire
+        except (PerdureError, asyncio.CancelledError) as exc:
+            error = exc
+            raise
+        except Exception as exc:
+            self.log.exception("action %s failed", name)
+            error = InternalError()
+            raise error from exc
+        finally:
+            activity.leave()
+            if span is not None:
+                span.end(error)
+
+    async def _before_action_response(
+        self, hook: Callable[..., Any], name: str, args: list[Any], output: Any
+    ) -> Any:
+        """What ``on_before_action_response`` makes of the output. Like rivetkit it gets the
+        actor's context (no ``conn``), and a failure in it is logged and the action's own
+        output is sent: the action itself succeeded."""
+        try:
+            return await call_hook(hook, self.context, name, args, output)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            self.log.exception("on_before_action_response failed")
+            return output
+
+    async def _await_action(self, name: str, awaitable: Awaitable[Any]) -> Any:
+        timeout = self.options.action_timeout
+        deadline = asyncio.timeout(timeout or None)
+        try:
+            async with deadline:
+                return await awaitable
+        except TimeoutError:
+            # Only our deadline is an action timeout; a TimeoutError the action raised
+            # itself (its own asyncio.timeout, a socket) is its failure like any other.
+            if deadline.expired():
+                raise ActionTimedOut(name, timeout) from None
+            raise
+
+    def workflow_status(self) -> dict[str, Any]:
+        """``{status, error, output}`` of this actor's workflow, as its run knows it
+        (``pending`` until the run has loaded its history: see
+        :meth:`current_workflow_status`)."""
+        if self.workflow is None:
+            return {"status": "pending", "error": None, "output": None}
+        return self.workflow.status()
+
+    async def current_workflow_status(self) -> dict[str, Any]:
+        """The workflow's status for clients (``$workflow``).
+
+        Right after a wake the run has not loaded its history yet and knows nothing but
+        ``pending``: the answer waits for the load (or for the run to end, should the
+        load fail), so a workflow is not reported as pending merely because it woke.
+        """
+        runner, run = self.workflow, self._run_task
+        if runner is not None and run is not None and not runner.loaded.is_set():
+            loaded = asyncio.ensure_future(runner.loaded.wait())
+            try:
+                await asyncio.wait({loaded, run}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                loaded.cancel()
+        return self.workflow_status()
+
+    def _check_running(self) -> None:
+        if self.status == "stopping" or self.status == "stopped":
+            raise ActorAborted()
+
+    # ------------------------------------------------------------- connections
+
+    async def connect(self, params: Any, transport: Transport) -> Connection:
+        """Admit a connection: on_before_connect, create_conn_state, then on_connect."""
+        self._check_running()
+        hooks = self.definition.hooks
+        params = self.definition.check_conn_params(params)
+        self.enter()
+        try:
+            if "on_before_connect" in hooks:
+                await call_hook(
+                    hooks["on_before_connect"],
+                    self.context,
+                    params,
+                    timeout=self.options.on_before_connect_timeout,
+                )
+            if "create_conn_state" in hooks:
+                conn_state = await call_hook(
+                    hooks["create_conn_state"],
+                    self.context,
+                    params,
+                    timeout=self.options.create_conn_state_timeout,
+                )
+            else:
+                conn_state = self.definition.initial_conn_state()
+            conn = Connection(str(uuid.uuid4()), params, conn_state, transport, self)
+            self.conns[conn.id] = conn
+            if "on_connect" in hooks:
+                try:
+                    await call_hook(
+                        hooks["on_connect"],
+                        self.context,
+                        conn,
+                        timeout=self.options.on_connect_timeout,
+                    )
+                except BaseException:
+                    self.conns.pop(conn.id, None)
+                    raise
+            self.observer.connection_opened(self, conn.id)
+            return conn
+        except (PerdureError, asyncio.CancelledError):
+            raise
+        except Exception as exc:
+            # Like actions: the details of a failing connect hook stay in the log.
+            self.log.exception("admitting a connection failed")
+            raise InternalError() from exc
+        finally:
+            self.leave()
+
+    async def disconnect(self, conn: Connection) -> None:
+        """Forget a connection and run on_disconnect (once)."""
+        if self.conns.pop(conn.id, None) is None:
+            return
+        self.events.unfollow(conn.id)
+        self.observer.connection_closed(self, conn.id)
+        hook = self.definition.hooks.get("on_disconnect")
+        if hook is not None:
+            try:
+                await call_hook(hook, self.context, conn)
+            except Exception:
+                self.log.exception("on_disconnect failed")
+        self.activity.maybe_sleep()
+
+    def broadcast(self, name: str, args: tuple[Any, ...] | list[Any]) -> None:
+        """Log an event with the next commit (requested now) and send it to the
+        connections subscribed to ``name`` once that commit is durable."""
+        self.events.emit(name, self.definition.validate_event(name, list(args)))
+        # Nobody may await this flush (a timer's broadcast): its failure drops the
+        # instance, so the future's error needs no reader.
+        self.commits.request_flush().add_done_callback(_ignore_outcome)
+
+    def send_event(self, name: str, payload: list[Any]) -> None:
+        """Log an already validated event with the next commit (a workflow step's own)
+        and send it once that commit is durable (docs/events.md)."""
+        self.events.emit(name, payload)
+
+    # ------------------------------------------------------------------- alarms
+
+    def set_alarm(self, source: str, at: int | None) -> None:
+        """Set or clear one source's alarm; the earliest becomes the stored ``wake_at``."""
+        alarms = self._alarms
+        if at is None:
+            if alarms is not None:
+                alarms.pop(source, None)
+        else:
+            if alarms is None:
+                alarms = self._alarms = {}
+            alarms[source] = at
+        earliest = min(alarms.values()) if alarms else None
+        if earliest != self._wake_at:
+            self._write_wake_at(earliest)
+            self.runtime.alarms.note(earliest)
+
+    def _write_wake_at(self, at: int | None) -> None:
+        self._wake_at = at
+        self.commits.set_wake_at(at)
+
+    # ------------------------------------------------------------------ commits
+
+    def request_flush(self) -> asyncio.Future[None]:
+        """A future that resolves when everything done so far is durable (flushes
+        requested in one event-loop tick share one commit)."""
+        return self.commits.request_flush()
+
+    def _state_written(self) -> None:
+        if self.status == "running":
+            try:
+                self.definition.hooks["on_state_change"](self.context, self.state)
+            except Exception:
+                self.log.exception("on_state_change failed")
+
+    def _write_failed(self, error: BaseException) -> None:
+        """After a failed write, memory is ahead of the store: restart from stored data."""
+        if isinstance(error, ActorNotFound):
+            self.log.warning("the actor's data is gone; stopping")
+        else:
+            self.log.error("a write failed; the actor restarts from its stored state: %s", error)
+        if self.status == "running":
+            # Stop taking calls now (they wait for the next instance), then drop this one.
+            self.status = "stopping"
+            self.activity.cancel_sleep()
+            self.abort.fire()
+            self.runtime.spawn(self.runtime.drop_instance(self), name=f"drop {self.actor_id}")
+
+    # ---------------------------------------------------------------- activity
+
+    def enter(self) -> None:
+        """Mark the start of work that keeps the actor awake."""
+        self.activity.enter()
+
+    def leave(self) -> None:
+        """Mark the end of such work (the sleep timer starts once nothing is left)."""
+        self.activity.leave()
+
+    def __repr__(self) -> str:
+        return f"ActorInstance({self.name}/{self.actor_id}, {self.status})"
+
+
+def _ignore_outcome(future: asyncio.Future[None]) -> None:
+    """Read a future's outcome so an unread failure is not reported (see broadcast)."""
+    if not future.cancelled():
+        future.exception()

@@ -1,0 +1,118 @@
+"""The runtime's side of the workflow port: an actor instance as a workflow's host.
+
+:class:`~perdure.workflows.port.WorkflowHost` says what the engine needs; this adapter
+answers it from an :class:`ActorInstance`, its commit pipeline, queue and activity
+tracker. It holds no state of its own: what the engine calls on every step (staging
+history, flushing, events) is bound once to the instance's own methods, so the port
+costs the hot path nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+from perdure.runtime.actor.contexts import AbortSignal
+from perdure.runtime.actor.hooks import call_hook
+from perdure.runtime.kernel.clock import wait_first
+from perdure.telemetry import Observer
+from perdure.workflows.port import ActorClient, MessageQueue
+
+if TYPE_CHECKING:
+    from perdure.runtime.actor.instance import ActorInstance
+
+__all__ = ["ALARM_SOURCE", "ActorWorkflowHost"]
+
+# The workflow's source among the actor's alarms (see ActorInstance.set_alarm).
+ALARM_SOURCE = "workflow"
+
+
+class ActorWorkflowHost:
+    """Implements :class:`~perdure.workflows.port.WorkflowHost` for one live actor."""
+
+    def __init__(self, instance: ActorInstance) -> None:
+        self._instance = instance
+        # Fixed for the instance's life: read once, so the engine's hot path reads
+        # plain attributes.
+        self.actor_id = instance.actor_id
+        self.name = instance.name
+        self.key = instance.key
+        self.label = instance.label
+        self.log = instance.log
+        self.abort: AbortSignal = instance.abort
+        self.observer: Observer = instance.observer
+        # The state and vars as actions see them (an assigned state becomes the schema's type).
+        self.actor = instance.context
+        self._activity = instance.activity
+        self._clock = instance.runtime.clock
+        # Called on every step: bound straight to what does the work.
+        self.write_history = instance.commits.write_history
+        self.flush = instance.commits.flush_now
+        self.validate_event = instance.definition.validate_event
+        self.send_event = instance.send_event
+        # What a step's context offers, as ``c`` does.
+        self.keep_awake = instance.activity.keep_awake
+        self.wait_until = instance.activity.wait_until
+
+    # ------------------------------------------------------------------ history
+
+    async def load_history(self) -> dict[str, bytes]:
+        """The actor's stored workflow history."""
+        return await self._instance.runtime.store.load_history(self.actor_id)
+
+    # ------------------------------------------------------- queue and events
+
+    def queue(self) -> MessageQueue | None:
+        """The actor's queue, if it declares queues."""
+        return self._instance.queue
+
+    def require_queue(self) -> MessageQueue:
+        """The actor's queue (``queue.not_configured`` if it declares none)."""
+        self._instance.definition.require_queues()
+        queue = self._instance.queue
+        assert queue is not None  # an actor with queues has one while awake
+        return queue
+
+    # ------------------------------------------------------- time and waiting
+
+    def now_ms(self) -> int:
+        """The runtime clock."""
+        return self._clock.now_ms()
+
+    async def sleep(self, seconds: float) -> None:
+        """Wait ``seconds``, or until the actor starts to stop."""
+        abort = asyncio.ensure_future(self.abort.wait())
+        try:
+            # Durable time: the runtime's clock counts it (a test's ManualClock moves it).
+            await wait_first(self._clock, {abort}, seconds)
+        finally:
+            abort.cancel()
+
+    def set_alarm(self, at: int | None) -> None:
+        """Set or clear the workflow's alarm."""
+        self._instance.set_alarm(ALARM_SOURCE, at)
+
+    def set_waiting(self, waiting: bool) -> None:
+        """A waiting workflow lets its actor sleep."""
+        self._activity.run_waiting(waiting)
+
+    async def report_error(self, event: dict[str, Any]) -> None:
+        """Call ``on_error``: observational, so its failures are only logged."""
+        instance = self._instance
+        hook = instance.definition.hooks.get("on_error")
+        if hook is None:
+            return
+        try:
+            await call_hook(hook, instance.context, event)
+        except Exception:
+            self.log.exception("on_error failed")
+
+    # ------------------------------------------------------- the step context
+
+    def client(self) -> ActorClient:
+        """An in-process client for calling other actors."""
+        return self._instance.runtime.client()
+
+    def destroy(self) -> None:
+        """Destroy the actor after the caller returns."""
+        self._instance.request_stop("destroy")

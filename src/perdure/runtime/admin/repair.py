@@ -1,0 +1,113 @@
+"""Operator operations on a live actor: repair its workflow, cancel one of its schedules.
+
+They arrive through the dispatch seam as :class:`~perdure.runtime.host.dispatch.Administer`
+operations (so in a cluster they run on the node that owns the actor) and run here, on
+the live instance. A workflow repair stops the run (see
+:meth:`ActorInstance.park_workflow`), writes the plan of :mod:`perdure.workflows.repair`
+in one commit and starts the run again, which replays the repaired history.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import weakref
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from perdure.errors import InvalidRequest, PerdureError
+from perdure.store.base import QueueMessageRecord
+from perdure.store.encoding import encode_value
+from perdure.workflows.core import META_LOCATION, decode_history, encode_meta
+from perdure.workflows.repair import RepairPlan, RepairRefused, plan_replay, plan_retry
+
+if TYPE_CHECKING:
+    from perdure.runtime.actor.instance import ActorInstance
+
+__all__ = ["ScheduleNotFound", "cancel_schedule", "repair_workflow"]
+
+# How long a repair waits for a step in progress to finish before answering
+# ``workflow.busy``.
+STEP_PATIENCE = 5.0
+
+# One repair at a time per live actor.
+_locks: weakref.WeakKeyDictionary[ActorInstance, asyncio.Lock] = weakref.WeakKeyDictionary()
+
+
+class ScheduleNotFound(PerdureError):
+    """``actor.schedule_not_found`` (404)."""
+
+    default_code: ClassVar[str] = "schedule_not_found"
+    status: ClassVar[int] = 404
+
+
+async def repair_workflow(
+    instance: ActorInstance, kind: str, location: str | None
+) -> dict[str, Any]:
+    """Retry (``kind="retry"``) or replay from ``location`` (``"replay"``); returns the
+    workflow's status once the repaired history is durable and the run restarted."""
+    if instance.definition.kind != "workflow":
+        raise RepairRefused(
+            f"Actor `{instance.name}` has no workflow to repair.", code="not_a_workflow"
+        )
+    if kind == "replay" and not location:
+        raise InvalidRequest("Say which step to replay from (`from`).", code="missing_step")
+    async with _locks.setdefault(instance, asyncio.Lock()):
+        was_running = await instance.park_workflow(STEP_PATIENCE)
+        await instance.commits.flush_now()
+        stored = await instance.runtime.store.load_history(instance.actor_id)
+        meta, entries = decode_history(stored)
+        meta = meta or {"status": "pending"}
+        try:
+            if kind == "retry":
+                plan = plan_retry(meta, entries)
+            else:
+                assert location is not None
+                plan = plan_replay(meta, entries, location)
+        except Exception:
+            if was_running:
+                instance.restart_run()  # refused: the run goes on as it was
+            raise
+        await _apply(instance, plan)
+        instance.restart_run()
+    return {
+        "status": plan.meta["status"],
+        "error": plan.meta.get("error"),
+        "output": plan.meta.get("output"),
+    }
+
+
+async def _apply(instance: ActorInstance, plan: RepairPlan) -> None:
+    """Write the plan in one commit and wait until it is durable."""
+    owner = instance.label
+    puts = {
+        location: encode_value(entry.to_record(), what=f"workflow entry `{location}`", owner=owner)
+        for location, entry in plan.puts.items()
+    }
+    puts[META_LOCATION] = encode_meta(plan.meta)
+    instance.commits.write_history(puts, plan.deletes)
+    if plan.requeue:
+        queue = instance.queue
+        if queue is None:
+            raise RepairRefused(
+                "The replayed part of the workflow took queue messages, but the actor "
+                "declares no queues any more.",
+                code="replay_unsupported",
+            )
+        for message in plan.requeue:
+            body = encode_value(message["body"], what="a requeued message", owner=owner)
+            record = QueueMessageRecord(
+                int(message["id"]), message["name"], body, message["at"], message.get("tp")
+            )
+            queue.restore(record)  # with its sender's trace context, if it had one
+    await instance.commits.flush_now()
+
+
+async def cancel_schedule(instance: ActorInstance, schedule_id: str) -> None:
+    """Delete one of the actor's schedules (a one-shot or a cron/interval job, with its
+    fire history); ``actor.schedule_not_found`` if it has none with this id."""
+    manager = instance.schedules
+    if manager.remove(schedule_id) is None:
+        raise ScheduleNotFound(
+            f"The actor has no schedule `{schedule_id}`.", metadata={"schedule_id": schedule_id}
+        )
+    manager.sync_alarm()
+    await manager.flush()

@@ -1,0 +1,2 @@
+"""The event log (:mod:`.log`): numbering, retention and the followers that resume by
+number."""

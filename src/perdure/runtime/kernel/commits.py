@@ -1,0 +1,372 @@
+"""The commit pipeline of one live actor: every durable write goes through it.
+
+Writes are staged in one pending :class:`~perdure.store.base.ActorCommit` (built here
+and nowhere else) and go out with the next *flush*. A flush serialises the state once,
+compares it with the last bytes written, and submits what changed together with the
+staged queue, history, schedule and alarm writes. Flushes requested in one event-loop
+tick share one commit; several commits may be in flight, the store applies them in
+submission order (DESIGN §8). So 32 concurrent callers cost one serialisation and one
+commit per round, and a read-only action still waits for the commit of any state it
+might have read.
+
+A state with a schema (docs/models.md) is validated as a whole and stored in its plain
+form; a state that does not fit (``state.invalid``) is refused like one that cannot be
+encoded. A failed write (or a state that cannot be encoded or is invalid) *poisons* the
+pipeline: every waiter of that commit gets the error and the owner is told once, to drop
+the instance (memory is ahead of the store; the next call wakes it from the stored state).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Protocol
+
+from perdure.errors import ActorAborted, PerdureError
+from perdure.schemas import storable_state
+from perdure.store.base import (
+    ActorCommit,
+    EventRecord,
+    QueueMessageRecord,
+    ScheduleFireRecord,
+    ScheduleRecord,
+)
+from perdure.store.encoding import encode_value
+from perdure.telemetry import ActorFacts, Observers
+
+__all__ = ["CommitPipeline", "CommitSink", "StateOwner"]
+
+
+class CommitSink(Protocol):
+    """Where commits go (the store's ``submit``)."""
+
+    def submit(self, commit: ActorCommit) -> asyncio.Future[None]:
+        """Queue ``commit``; the future resolves once it is durable."""
+        ...
+
+
+class StateOwner(ActorFacts, Protocol):
+    """Whose state the commits carry (the live actor)."""
+
+    state: Any
+    """The state, encoded at every flush."""
+
+    @property
+    def label(self) -> str:
+        """Names the actor in the error of a state that cannot be encoded."""
+        ...
+
+    observer: Observers
+    """Told when a commit made a state or history change durable."""
+
+
+class CommitPipeline:
+    """Stages one actor's writes and submits them as commits (see the module docstring).
+
+    ``state_written`` (if any) is told when a commit carries a changed state;
+    ``on_failure`` is told (once) when a write failed. ``state_schema`` (if any) is the
+    state's declared type: it is checked and stored in its plain form.
+    """
+
+    # One per awake actor: slots instead of a dict (see bench/README.md, memory).
+    __slots__ = (
+        "_actor_id",
+        "_closed",
+        "_events_durable",
+        "_fence",
+        "_last_commit",
+        "_last_state",
+        "_next_flush",
+        "_on_failure",
+        "_owner",
+        "_pending",
+        "_poisoned",
+        "_state_schema",
+        "_state_written",
+        "_store",
+    )
+
+    def __init__(
+        self,
+        store: CommitSink,
+        actor_id: str,
+        owner: StateOwner,
+        *,
+        last_state: bytes | None,
+        fence: int | None,
+        state_written: Callable[[], None] | None,
+        on_failure: Callable[[BaseException], None],
+        state_schema: Any = None,
+        events_durable: Callable[[int], None] | None = None,
+    ) -> None:
+        self._store = store
+        self._actor_id = actor_id
+        self._owner = owner
+        self._state_written = state_written
+        self._on_failure = on_failure
+        self._state_schema = state_schema
+        # Told the last event number of each commit that carried events, once durable.
+        self._events_durable = events_durable
+        # Every commit after the generation is stored carries it as its fence, so a
+        # newer instance elsewhere (one that claimed the actor since) refuses our writes.
+        self._fence = fence
+        self._last_state = last_state
+        self._pending = ActorCommit(actor_id, fence=fence)
+        self._next_flush: asyncio.Future[None] | None = None
+        self._last_commit: asyncio.Future[None] | None = None
+        self._closed = False
+        self._poisoned = False
+
+    # ------------------------------------------------------------------ staging
+
+    def mark_initialized(self) -> None:
+        """The actor's first start completed (create_state, on_create)."""
+        self._pending.initialized = True
+
+    def store_generation(self, generation: int) -> None:
+        """Write ``generation`` with the next commit (unfenced) and fence every later one:
+        an actor this runtime has just created is not claimed in the store."""
+        self._pending.generation = generation
+        self._fence = generation
+
+    def set_wake_at(self, at: int | None) -> None:
+        """Write the actor's alarm (``None`` clears it)."""
+        pending = self._pending
+        pending.set_wake_at = True
+        pending.wake_at = at
+
+    def put_message(self, record: QueueMessageRecord, next_id: int) -> None:
+        """Add a queue message; ``next_id`` is the id the next one will get."""
+        pending = self._pending
+        pending.queue_put.append(record)
+        pending.queue_next_id = next_id
+
+    def delete_message(self, message_id: int) -> None:
+        """Remove a queue message (a put still staged is simply dropped)."""
+        self._pending.delete_message(message_id)
+
+    def update_message(self, record: QueueMessageRecord) -> None:
+        """Write a queue message's new lease or dead-letter state (a put of the record)."""
+        self._pending.update_message(record)
+
+    def write_history(self, puts: Mapping[str, bytes], deletes: Iterable[str]) -> None:
+        """Write workflow history entries (encoded, by location); delete locations."""
+        pending = self._pending
+        pending.history_put.update(puts)
+        for location in deletes:
+            pending.history_put.pop(location, None)
+            pending.history_delete.append(location)
+
+    def put_schedule(self, record: ScheduleRecord) -> None:
+        """Insert or replace a schedule (undoing a staged delete of the same id)."""
+        pending = self._pending
+        pending.schedule_put[record.id] = record
+        if record.id in pending.schedule_delete:
+            pending.schedule_delete.remove(record.id)
+
+    def delete_schedule(self, schedule_id: str) -> None:
+        """Delete a schedule (dropping a staged put of the same id)."""
+        pending = self._pending
+        pending.schedule_put.pop(schedule_id, None)
+        pending.schedule_delete.append(schedule_id)
+
+    def put_fire(self, fire: ScheduleFireRecord) -> None:
+        """Insert or replace a fire record of a recurring job."""
+        self._pending.fire_put.append(fire)
+
+    def prune_fires(self, name: str, up_to_seq: int) -> None:
+        """Drop job ``name``'s fires with ``seq <= up_to_seq``, staged ones included."""
+        pending = self._pending
+        # The store applies prunes before puts; a staged put this prune covers must go.
+        pending.fire_put = [
+            fire for fire in pending.fire_put if fire.name != name or fire.seq > up_to_seq
+        ]
+        pending.fire_prune.append((name, up_to_seq))
+
+    def put_event(self, record: EventRecord, prune: tuple[int, int] | None) -> None:
+        """Log an event (numbered by the caller); ``prune`` is a retention bound."""
+        pending = self._pending
+        pending.event_put.append(record)
+        pending.event_seq = record.seq
+        if prune is not None:
+            pending.event_prune = prune
+            # The store prunes before it puts: staged events already out of the window
+            # (a burst in one commit) must not be written either.
+            if pending.event_put[0].seq <= prune[0]:
+                pending.event_put = [e for e in pending.event_put if e.seq > prune[0]]
+
+    # ----------------------------------------------------------------- flushing
+
+    def close(self) -> None:
+        """Refuse every later flush with ``ActorAborted``: the instance has stopped, and
+        another may own the actor by now, whose newer data this one must not overwrite."""
+        self._closed = True
+
+    def request_flush(self) -> asyncio.Future[None]:
+        """A future that resolves when everything done so far is durable.
+
+        Flushes requested in the same event-loop tick share one commit.
+        """
+        if self._next_flush is None:
+            loop = asyncio.get_running_loop()
+            self._next_flush = loop.create_future()
+            loop.call_soon(self._start_flush)
+        return self._next_flush
+
+    def flush_now(self) -> asyncio.Future[None]:
+        """Like :meth:`request_flush`, but submit at once (a workflow step's commit).
+
+        With no tick-end flush pending, the store's own future is returned: one future
+        and one callback fewer on the hot path of every workflow step.
+        """
+        if self._next_flush is not None:
+            waiter = self._next_flush
+            self._start_flush()
+            return waiter
+        loop = asyncio.get_running_loop()
+        if self._closed:
+            return _failed(loop, ActorAborted())
+        try:
+            future = self._submit_pending()
+        except Exception as exc:
+            return _failed(loop, exc)
+        if future is not None:
+            return future
+        previous = self._last_commit
+        if previous is not None and not previous.done():
+            return previous  # nothing new, but what the caller did may still be in flight
+        done: asyncio.Future[None] = loop.create_future()
+        done.set_result(None)
+        return done
+
+    def _start_flush(self) -> None:
+        waiter, self._next_flush = self._next_flush, None
+        if waiter is None:
+            return
+        if self._closed:
+            # A late flush (an action that outlived the grace period).
+            _fail(waiter, ActorAborted())
+            return
+        try:
+            future = self._submit_pending()
+        except Exception as exc:
+            _fail(waiter, exc)
+            return
+        if future is None:
+            # Nothing new to write, but what the caller read may still be in flight.
+            future = self._last_commit
+            if future is None or future.done():
+                if not waiter.done():
+                    waiter.set_result(None)
+                return
+        future.add_done_callback(functools.partial(_settle, waiter))
+
+    def _submit_pending(self) -> asyncio.Future[None] | None:
+        """Submit the pending writes (and the state, if it changed) as one commit.
+
+        Returns the store's future, or ``None`` when there is nothing to write. A state
+        that cannot be encoded, or a store that refuses the commit, raises (and poisons
+        the pipeline).
+        """
+        commit, self._pending = self._pending, ActorCommit(self._actor_id, fence=self._fence)
+        try:
+            self._add_state(commit)
+        except PerdureError as exc:
+            self._pending = commit  # nothing was written: keep its other writes for later
+            self._poison(exc)
+            raise
+        if commit.is_empty():
+            return None
+        if commit.state is not None:
+            self._last_state = commit.state
+        try:
+            future = self._store.submit(commit)
+        except Exception as exc:
+            self._poison(exc)
+            raise
+        # Several commits may be in flight: the store applies them in submission order.
+        self._last_commit = future
+        future.add_done_callback(self._after_commit)
+        if commit.event_seq is not None and self._events_durable is not None:
+            # Before the callers' callbacks: an action's events precede its response.
+            future.add_done_callback(
+                functools.partial(_after_events, self._events_durable, commit.event_seq)
+            )
+        if self._owner.observer.follows_changes and (
+            commit.state is not None or commit.history_put or commit.history_delete
+        ):
+            future.add_done_callback(functools.partial(self._report, commit))
+        return future
+
+    def _report(self, commit: ActorCommit, future: asyncio.Future[None]) -> None:
+        """Tell the observers what a commit made durable (the inspector's live feed)."""
+        if future.cancelled() or future.exception() is not None:
+            return
+        owner = self._owner
+        if commit.history_put or commit.history_delete:
+            owner.observer.history_changed(owner, list(commit.history_put), commit.history_delete)
+        if commit.state is not None:
+            owner.observer.state_changed(owner)
+
+    def _add_state(self, commit: ActorCommit) -> None:
+        data = self._encode_state()
+        if data != self._last_state:
+            commit.state = data
+            if self._state_written is not None:
+                self._state_written()
+                # A change the hook itself made goes into this same commit and does not
+                # fire the hook again (as in rivetkit: no endless on_state_change loop).
+                after = self._encode_state()
+                if after != data:
+                    commit.state = after
+
+    def _encode_state(self) -> bytes:
+        owner = self._owner
+        if self._state_schema is None:
+            return encode_value(owner.state, what="state", owner=owner.label)
+        state = owner.state
+        if state is not None:
+            state = storable_state(self._state_schema, state, owner.label)
+        return encode_value(state, what="state", owner=owner.label)
+
+    def _after_commit(self, future: asyncio.Future[None]) -> None:
+        if future is self._last_commit:
+            self._last_commit = None  # nothing in flight: an idle actor keeps no future
+        error = ActorAborted() if future.cancelled() else future.exception()
+        if error is not None:
+            if not isinstance(error, ActorAborted):
+                self._owner.observer.store_error("commit", error)
+            self._poison(error)
+
+    def _poison(self, error: BaseException) -> None:
+        if not self._poisoned:
+            self._poisoned = True
+            self._on_failure(error)
+
+
+def _settle(waiter: asyncio.Future[None], future: asyncio.Future[None]) -> None:
+    """Pass a commit's outcome on to a flush's waiter."""
+    error = ActorAborted() if future.cancelled() else future.exception()
+    if error is None:
+        if not waiter.done():
+            waiter.set_result(None)
+        return
+    _fail(waiter, error)
+
+
+def _after_events(durable: Callable[[int], None], seq: int, future: asyncio.Future[None]) -> None:
+    """Deliver a commit's events once it is durable (a failed one drops the instance)."""
+    if not future.cancelled() and future.exception() is None:
+        durable(seq)
+
+
+def _fail(waiter: asyncio.Future[None], exc: BaseException) -> None:
+    if not waiter.done():
+        waiter.set_exception(exc if isinstance(exc, Exception) else ActorAborted())
+
+
+def _failed(loop: asyncio.AbstractEventLoop, error: BaseException) -> asyncio.Future[None]:
+    future: asyncio.Future[None] = loop.create_future()
+    future.set_exception(error)
+    return future

@@ -1,0 +1,501 @@
+"""Durable queues of one live actor.
+
+Messages live in the store and, while the actor is awake, in memory (bounded by
+``max_queue_size``). A send is durable before it returns: the message joins the actor's
+next flush. Receivers take messages in id order among the names they ask for.
+
+Receiving outside a workflow removes the message with the next flush (at most once);
+``completable=True`` leases it until ``complete()`` (at least once: redelivered when the
+lease runs out, a dead letter after ``max_attempts``; :mod:`perdure.runtime.queues.leases`).
+Inside a workflow the engine removes the message in the same transaction that records it
+in history, so a message is never lost and never applied twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as _dt
+import math
+from collections.abc import AsyncIterator, Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from perdure._names import keywords_checked
+from perdure._time import optional_duration
+from perdure.errors import ActorAborted, QueueError
+from perdure.queue_message import QueueMessage
+from perdure.runtime.kernel.clock import wait_first
+from perdure.runtime.queues.leases import LeaseOptions, QueueLeases, lease_options
+from perdure.schemas import to_plain
+from perdure.store.base import QueueMessageRecord
+from perdure.store.encoding import decode_value, encode_value
+
+if TYPE_CHECKING:
+    from perdure.runtime.actor.instance import ActorInstance
+
+__all__ = ["ActorQueue", "QueueMessage", "QueueSendResult"]
+
+
+@dataclass(frozen=True, slots=True)
+class QueueSendResult:
+    """What a waiting sender gets: ``completed`` with the receiver's response, or ``timedOut``."""
+
+    status: Literal["completed", "timedOut"]
+    response: Any = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The wire shape ``{status, response}``."""
+        return {"status": self.status, "response": self.response}
+
+
+class _SenderReleased(Exception):
+    """Ends a sender's wait for a completion early (the server is shutting down)."""
+
+
+class _Waiter:
+    __slots__ = ("future", "names")
+
+    def __init__(self, names: frozenset[str] | None, future: asyncio.Future[None]) -> None:
+        self.names = names
+        self.future = future
+
+
+class ActorQueue:
+    """The queue of one awake actor (``c.queue``)."""
+
+    def __init__(self, instance: ActorInstance, records: Iterable[QueueMessageRecord]) -> None:
+        self._instance = instance
+        # Live messages in id order, which receives walk without sorting (a deep queue
+        # of 1,000 messages cost a sort on every receive). A new message has the highest
+        # id yet; one put back under an older id (restore, a requeued dead letter)
+        # marks the order broken, and the next receive sorts once.
+        self._messages: dict[int, QueueMessageRecord] = {}
+        self._in_order = True
+        self.dead: dict[int, QueueMessageRecord] = {}  # dead letters, by id
+        for record in sorted(records, key=_by_id):
+            (self._messages if record.dead_at is None else self.dead)[record.id] = record
+        # Completable messages a workflow received, not yet completed (a leased message
+        # is hidden by its visible_at instead).
+        self._held: set[int] = set()
+        self._next_id = instance.record.queue_next_id
+        self._waiters: list[_Waiter] = []
+        self._completions: dict[int, asyncio.Future[Any]] = {}
+        self.leases = QueueLeases(self, instance)
+
+    # ------------------------------------------------------------------ sending
+
+    def enqueue(self, name: str, body: Any, *, validated: bool = False) -> QueueMessageRecord:
+        """Add a message; it is durable with the actor's next flush. ``validated``: the
+        caller has already checked it with ``definition.validate_message``."""
+        if not validated:
+            body = self._instance.definition.validate_message(name, body)
+        options = self._instance.options
+        if len(self._messages) >= options.max_queue_size:
+            # rivetkit 2.3.19's texts and metadata (rivetkit-core's QueueFull and
+            # QueueMessageTooLarge), byte for byte.
+            raise QueueError(
+                f"Queue is full. Limit is {options.max_queue_size} messages.",
+                code="full",
+                metadata={"limit": options.max_queue_size},
+            )
+        data = encode_value(body, what=f"message for queue `{name}`")
+        if len(data) > options.max_queue_message_size:
+            raise QueueError(
+                f"Queue message too large ({len(data)} bytes). "
+                f"Limit is {options.max_queue_message_size} bytes.",
+                code="message_too_large",
+                metadata={"size": len(data), "limit": options.max_queue_message_size},
+            )
+        observer = self._instance.observer
+        # The sender's trace context goes with the message, so that its consumer is
+        # traced in the sender's trace, after a restart too (docs/tracing.md).
+        trace = observer.trace_carrier() if observer.traces else None
+        record = QueueMessageRecord(
+            self._next_id, name, data, self._instance.runtime.clock.now_ms(), trace
+        )
+        self._next_id += 1
+        self._messages[record.id] = record
+        self._instance.commits.put_message(record, self._next_id)
+        self.wake_waiters(name)
+        return record
+
+    async def send(
+        self,
+        name: str,
+        body: Any,
+        *,
+        wait: bool = False,
+        timeout: float | None = None,
+        validated: bool = False,
+    ) -> QueueSendResult:
+        """Enqueue durably; with ``wait`` also wait (up to ``timeout``) for ``complete()``."""
+        span = self._instance.observer.queue_send(self._instance, name)
+        if span is None:
+            return await self._send(name, body, wait, timeout, validated)
+        try:
+            result = await self._send(name, body, wait, timeout, validated)
+        except BaseException as exc:
+            span.end(exc)
+            raise
+        span.end(None)
+        return result
+
+    async def _send(
+        self, name: str, body: Any, wait: bool, timeout: float | None, validated: bool
+    ) -> QueueSendResult:
+        record = self.enqueue(name, body, validated=validated)
+        completion: asyncio.Future[Any] | None = None
+        if wait:
+            completion = asyncio.get_running_loop().create_future()
+            self._completions[record.id] = completion
+        await self._instance.request_flush()
+        if completion is None:
+            return QueueSendResult("completed")
+        try:
+            async with asyncio.timeout(timeout):
+                response = await asyncio.shield(completion)
+            return QueueSendResult("completed", response)
+        except (TimeoutError, _SenderReleased):
+            return QueueSendResult("timedOut")
+        finally:
+            self._completions.pop(record.id, None)
+
+    def release_waiting_senders(self) -> None:
+        """Answer every sender still waiting for a completion with ``timedOut`` now.
+
+        The server calls this when it starts to shut down: a sender's wait may be long,
+        and its open request would otherwise hold the shutdown for the whole graceful
+        period. The messages stay queued; only the waiting ends.
+        """
+        for completion in self._completions.values():
+            if not completion.done():
+                completion.set_exception(_SenderReleased())
+
+    # ---------------------------------------------------------------- receiving
+
+    def available(self, names: frozenset[str] | None, count: int) -> list[QueueMessageRecord]:
+        """Up to ``count`` messages matching ``names`` (all if None), in id order."""
+        found: list[QueueMessageRecord] = []
+        now = self._instance.runtime.clock.now_ms()
+        if not self._in_order:
+            self._messages = dict(sorted(self._messages.items()))
+            self._in_order = True
+        held = self._held
+        for message_id, record in self._messages.items():
+            if message_id in held:
+                continue
+            if record.visible_at is not None and record.visible_at > now:
+                continue  # leased, or given back with a delay
+            if names is None or record.name in names:
+                found.append(record)
+                if len(found) == count:
+                    break
+        return found
+
+    def take(self, records: list[QueueMessageRecord], *, completable: bool) -> list[QueueMessage]:
+        """Claim messages (see :meth:`consume`) and return them to the receiver."""
+        self.consume(records, completable=completable)
+        return [self.to_message(record, completable=completable) for record in records]
+
+    def consume(self, records: Sequence[QueueMessageRecord], *, completable: bool) -> None:
+        """Claim messages: remove them (with the next flush) or hold them until completed."""
+        commits = self._instance.commits
+        for record in records:
+            if completable:
+                self._held.add(record.id)
+            else:
+                del self._messages[record.id]
+                commits.delete_message(record.id)
+        self.observe_consumed(records)
+
+    def observe_consumed(self, messages: Sequence[QueueMessageRecord | QueueMessage]) -> None:
+        """Tell the observer how many messages of each queue were received."""
+        counts: dict[str, int] = {}
+        for message in messages:
+            counts[message.name] = counts.get(message.name, 0) + 1
+        observer = self._instance.observer
+        for queue_name, count in counts.items():
+            observer.message_consumed(self._instance, queue_name, count)
+
+    # ------------------------------------------------------------ lease support
+
+    def live(self, message_id: int) -> QueueMessageRecord | None:
+        """The live (not dead) message with this id, if it is still queued."""
+        return self._messages.get(message_id)
+
+    def is_held(self, message_id: int) -> bool:
+        """True while a workflow holds the message (received completable, not completed)."""
+        return message_id in self._held
+
+    def replace(self, record: QueueMessageRecord) -> None:
+        """Put a live message's new version in memory (the caller stages its write)."""
+        self._put_back(record)
+
+    def remove(self, message_id: int, *, keep_row: bool = False) -> None:
+        """Take a message out of the live queue; its row is deleted unless ``keep_row``."""
+        self._held.discard(message_id)
+        if self._messages.pop(message_id, None) is not None and not keep_row:
+            self._instance.commits.delete_message(message_id)
+
+    def next_visible(self, now: int) -> int | None:
+        """The earliest ``visible_at`` after ``now`` (a lease or a nack delay), if any."""
+        return min(
+            (r.visible_at for r in self._messages.values() if r.visible_at and r.visible_at > now),
+            default=None,
+        )
+
+    def visible_names(self, now: int) -> set[str]:
+        """The queues of messages whose ``visible_at`` has come (leases run out)."""
+        return {r.name for r in self._messages.values() if r.visible_at and r.visible_at <= now}
+
+    def hold(self, message_id: int) -> None:
+        """Mark a message as received-but-not-completed (replayed from workflow history)."""
+        if message_id in self._messages:
+            self._held.add(message_id)
+
+    def restore(self, record: QueueMessageRecord) -> None:
+        """Put a message taken earlier back in the queue under its own id (a workflow
+        replayed from before the receive that took it); durable with the next flush."""
+        if record.id in self._messages:
+            # Still here: a completable message the deleted receive held, not completed.
+            self._held.discard(record.id)
+            self.wake_waiters(record.name)
+            return
+        self._put_back(record)
+        self._instance.commits.put_message(record, self._next_id)
+        self.wake_waiters(record.name)
+
+    def _put_back(self, record: QueueMessageRecord) -> None:
+        """Set a message that may be older than the newest one queued (see __init__)."""
+        messages = self._messages
+        if self._in_order and record.id not in messages and messages:
+            self._in_order = record.id > next(reversed(messages))
+        messages[record.id] = record
+
+    def forget(self, message_id: int) -> None:
+        """Drop a message from memory (it was consumed by a committed history entry)."""
+        self._messages.pop(message_id, None)
+
+    def to_message(self, record: QueueMessageRecord, *, completable: bool) -> QueueMessage:
+        """The user-facing message for a stored record."""
+        return QueueMessage(
+            record.id,
+            record.name,
+            self.message_body(record.name, decode_value(record.body)),
+            record.created_at,
+            completable,
+            completer=self if completable else None,
+        )
+
+    def message_body(self, name: str, plain: Any) -> Any:
+        """A stored (plain) body as receivers get it: the queue's schema type, if any."""
+        return self._instance.definition.message_body(name, plain)
+
+    async def complete(self, message: QueueMessage, response: Any) -> None:
+        """Remove a completable message durably, then answer its waiting sender."""
+        self._held.discard(message.id)
+        if self._messages.pop(message.id, None) is not None:
+            self._instance.commits.delete_message(message.id)
+        await self._instance.request_flush()
+        self.resolve_completion(message.id, response)
+
+    def resolve_completion(self, message_id: int, response: Any) -> None:
+        """Answer a sender waiting on ``message_id`` (if any)."""
+        completion = self._completions.get(message_id)
+        if completion is not None and not completion.done():
+            completion.set_result(to_plain(response))  # as every transport sends it
+
+    async def wait_for(self, names: frozenset[str] | None, timeout: float | None) -> bool:
+        """Wait until a matching message is available; False on timeout."""
+        if self.available(names, 1):
+            return True
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        waiter = _Waiter(names, future)
+        self._waiters.append(waiter)
+        abort = asyncio.ensure_future(self._instance.abort.wait())
+        try:
+            # The timeout is durable time: the runtime's clock counts it.
+            done = await wait_first(self._instance.runtime.clock, {future, abort}, timeout)
+            if abort in done:
+                raise ActorAborted()
+            return future in done
+        finally:
+            abort.cancel()
+            if waiter in self._waiters:
+                self._waiters.remove(waiter)
+
+    def wake_waiters(self, name: str) -> None:
+        """Wake the receivers waiting for messages of queue ``name``."""
+        for waiter in self._waiters:
+            if (waiter.names is None or name in waiter.names) and not waiter.future.done():
+                waiter.future.set_result(None)
+
+    def __len__(self) -> int:
+        return len(self._messages)
+
+
+class QueueReceiver:
+    """``c.queue``: send and receive for actor code outside workflows."""
+
+    def __init__(self, queue: ActorQueue, instance: ActorInstance) -> None:
+        self._queue = queue
+        self._instance = instance
+
+    async def send(self, name: str, body: Any) -> None:
+        """Enqueue a message durably (does not wait for processing)."""
+        await self._queue.send(name, body)
+
+    def size(self) -> int:
+        """How many messages are queued (including received-but-uncompleted ones)."""
+        return len(self._queue)
+
+    @keywords_checked("c.queue.next_batch()")
+    async def next_batch(
+        self,
+        names: Iterable[str] | str | None = None,
+        *,
+        count: int = 1,
+        timeout: float | _dt.timedelta | None = None,
+        completable: bool = False,
+        visibility_timeout: float | _dt.timedelta | None = None,
+        max_attempts: int | None = None,
+    ) -> list[QueueMessage]:
+        """Wait for at least one matching message; return up to ``count`` ([] on timeout).
+
+        ``timeout`` is seconds or a ``timedelta``; ``None`` waits until one comes. A
+        ``completable`` receive leases its messages (docs/queues.md): ``visibility_timeout``
+        and ``max_attempts`` override the queue's, and the lease is durable before this
+        returns.
+        """
+        call = "c.queue.next_batch()"
+        timeout = optional_duration(timeout, f"{call} timeout")
+        options = lease_options(call, completable, visibility_timeout, max_attempts)
+        wanted = _names(names)
+        clock = self._instance.runtime.clock
+        deadline = None if timeout is None else clock.now_ms() + math.ceil(timeout * 1000)
+        activity = self._instance.activity
+        while True:
+            left = None if deadline is None else max(0.0, (deadline - clock.now_ms()) / 1000)
+            activity.run_waiting(True)
+            try:
+                if not await self._queue.wait_for(wanted, left):
+                    return []
+            finally:
+                activity.run_waiting(False)
+            # Woken for a message another receiver took first, or one that became a dead
+            # letter: wait again for what is left of the timeout.
+            batch = self._take(wanted, count, completable, options)
+            if batch:
+                if completable:
+                    await self._instance.request_flush()  # the lease, before the consumer runs
+                return batch
+
+    @keywords_checked("c.queue.next()")
+    async def next(
+        self,
+        names: Iterable[str] | str | None = None,
+        *,
+        timeout: float | _dt.timedelta | None = None,
+        completable: bool = False,
+        visibility_timeout: float | _dt.timedelta | None = None,
+        max_attempts: int | None = None,
+    ) -> QueueMessage | None:
+        """One message, waiting up to ``timeout`` (``None`` on timeout)."""
+        batch = await self.next_batch(
+            names,
+            count=1,
+            timeout=timeout,
+            completable=completable,
+            visibility_timeout=visibility_timeout,
+            max_attempts=max_attempts,
+        )
+        return batch[0] if batch else None
+
+    @keywords_checked("c.queue.try_next_batch()")
+    def try_next_batch(
+        self,
+        names: Iterable[str] | str | None = None,
+        *,
+        count: int = 1,
+        completable: bool = False,
+        visibility_timeout: float | _dt.timedelta | None = None,
+        max_attempts: int | None = None,
+    ) -> list[QueueMessage]:
+        """Up to ``count`` messages, without waiting. A completable receive's lease is
+        durable with the actor's next flush (``await c.queue.next(...)`` waits for it)."""
+        options = lease_options(
+            "c.queue.try_next_batch()", completable, visibility_timeout, max_attempts
+        )
+        return self._take(_names(names), count, completable, options)
+
+    @keywords_checked("c.queue.try_next()")
+    def try_next(
+        self,
+        names: Iterable[str] | str | None = None,
+        *,
+        completable: bool = False,
+        visibility_timeout: float | _dt.timedelta | None = None,
+        max_attempts: int | None = None,
+    ) -> QueueMessage | None:
+        """One message or ``None``, without waiting."""
+        batch = self.try_next_batch(
+            names,
+            count=1,
+            completable=completable,
+            visibility_timeout=visibility_timeout,
+            max_attempts=max_attempts,
+        )
+        return batch[0] if batch else None
+
+    @keywords_checked("c.queue.iter()")
+    async def iter(
+        self,
+        names: Iterable[str] | str | None = None,
+        *,
+        completable: bool = False,
+        visibility_timeout: float | _dt.timedelta | None = None,
+        max_attempts: int | None = None,
+    ) -> AsyncIterator[QueueMessage]:
+        """Messages as they come; ends quietly when the actor shuts down."""
+        lease_options("c.queue.iter()", completable, visibility_timeout, max_attempts)
+        while True:
+            try:
+                message = await self.next(
+                    names,
+                    completable=completable,
+                    visibility_timeout=visibility_timeout,
+                    max_attempts=max_attempts,
+                )
+            except ActorAborted:
+                return
+            if message is not None:
+                yield message
+
+    def _take(
+        self, wanted: frozenset[str] | None, count: int, completable: bool, options: LeaseOptions
+    ) -> list[QueueMessage]:
+        """Receive up to ``count`` available messages: leased if ``completable``. Messages
+        that became dead letters instead are replaced by the next ones."""
+        queue = self._queue
+        if not completable:
+            return queue.take(queue.available(wanted, count), completable=False)
+        taken: list[QueueMessage] = []
+        while len(taken) < count:
+            records = queue.available(wanted, count - len(taken))
+            if not records:
+                break
+            taken.extend(queue.leases.take(records, options))
+        return taken
+
+
+def _names(names: Iterable[str] | str | None) -> frozenset[str] | None:
+    if names is None:
+        return None
+    if isinstance(names, str):
+        return frozenset((names,))
+    as_set = frozenset(names)
+    return as_set or None
+
+
+def _by_id(record: QueueMessageRecord) -> int:
+    return record.id

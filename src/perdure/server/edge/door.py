@@ -1,0 +1,87 @@
+"""The client surface's door: the server token (:mod:`perdure.server.edge.client_access`)
+and the CORS policy (:mod:`perdure.server.edge.cors`), checked before any route runs."""
+
+from __future__ import annotations
+
+from perdure.errors import PerdureError
+from perdure.protocol.codec import Encoding, parse_encoding
+from perdure.server.edge.asgi import ASGIApp, Message, Receive, Scope, Send, header_value
+from perdure.server.edge.client_access import ClientAccess
+from perdure.server.edge.cors import CorsPolicy
+from perdure.server.edge.wire_errors import send_error
+from perdure.server.gateway.websocket import refuse_socket
+
+__all__ = ["EdgeGuard"]
+
+
+class EdgeGuard:
+    """ASGI middleware in front of the whole app: answers CORS preflights, refuses
+    requests without the token or from a page of an origin the policy does not allow
+    (in perdure's error shape), and adds the CORS headers to allowed cross-origin
+    answers. Does nothing on the admin surface and the probes (:data:`OPEN_PATHS`)."""
+
+    def __init__(self, app: ASGIApp, access: ClientAccess, cors: CorsPolicy) -> None:
+        self.app = app
+        self.access = access
+        self.cors = cors
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        kind = scope["type"]
+        if kind not in ("http", "websocket") or not (self.access.enabled or self.cors.enabled):
+            await self.app(scope, receive, send)
+            return
+        path: str = scope["path"]
+        try:
+            origin = self.cors.check(scope) if _client_path(path) else None
+            if kind == "http" and origin is not None:
+                if CorsPolicy.is_preflight(scope):  # carries no token: browsers send none
+                    await _preflight(send, origin)
+                    return
+                # Errors too: the page can then read why it was refused.
+                send = _with_headers(send, CorsPolicy.response_headers(origin))
+            if self.access.guards(path):
+                self.access.check(scope)
+        except PerdureError as error:
+            await self._refuse(scope, receive, send, error)
+            return
+        await self.app(scope, receive, send)
+
+    async def _refuse(
+        self, scope: Scope, receive: Receive, send: Send, error: PerdureError
+    ) -> None:
+        if scope["type"] == "websocket":
+            await refuse_socket(receive, send, scope, error)
+        else:
+            await send_error(send, error, _encoding_or_json(scope))
+
+
+async def _preflight(send: Send, origin: str) -> None:
+    headers = [*CorsPolicy.preflight_headers(origin), (b"content-length", b"0")]
+    await send({"type": "http.response.start", "status": 204, "headers": headers})
+    await send({"type": "http.response.body", "body": b""})
+
+
+def _with_headers(send: Send, extra: list[tuple[bytes, bytes]]) -> Send:
+    async def sending(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            message = {**message, "headers": [*message.get("headers", ()), *extra]}
+        await send(message)
+
+    return sending
+
+
+def _client_path(path: str) -> bool:
+    """The routes a browser page may call across origins (the client surface)."""
+    return path.startswith(("/gateway/", "/actors")) or path in (
+        "/metadata",
+        "/connect",
+        "/health",
+        "/ready",
+    )
+
+
+def _encoding_or_json(scope: Scope) -> Encoding:
+    try:
+        return parse_encoding(header_value(scope, b"x-rivet-encoding"))
+    except PerdureError:
+        return "json"

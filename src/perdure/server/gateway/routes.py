@@ -1,0 +1,215 @@
+"""The actor gateway: ``/gateway/{name-or-id}/action/{action}``, ``/queue/{queue}``, ``/connect``,
+``/events`` (Server-Sent Events, :mod:`perdure.server.gateway.sse`).
+
+Every gateway request carries its target in the path and query (see
+:mod:`perdure.server.gateway.target`). The HTTP routes decode the body in the encoding of the
+``x-rivet-encoding`` header (``json`` when absent) and answer in the same encoding, with
+the ``x-rivet-actor*`` headers. Everything a request carries (encoding, target, key,
+input, connection parameters, body, action name and argument count) is checked before an
+actor is created or woken, so a bad request stores nothing.
+
+Like the original server, a stateless HTTP action or queue send opens a transient
+connection for its duration: ``on_before_connect`` sees the ``x-rivet-conn-params``
+header (so it can refuse the call), and the action sees ``c.conn``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from perdure.errors import InvalidRequest
+from perdure.protocol.codec import Encoding, content_type, decode_http, encode_http, parse_encoding
+from perdure.protocol.messages import (
+    HttpActionRequest,
+    HttpActionResponse,
+    HttpMessage,
+    HttpQueueSendRequest,
+    HttpQueueSendResponse,
+)
+from perdure.runtime.host.actor_runtime import ActorRuntime
+from perdure.runtime.host.dispatch import ActorRef, CallAction, Operation, SendMessage
+from perdure.server.edge.asgi import (
+    ClientDisconnected,
+    Receive,
+    Scope,
+    Send,
+    header_value,
+    outgoing_too_long,
+    read_body,
+    send_bytes,
+    traced,
+)
+from perdure.server.edge.wire_errors import (
+    MethodNotAllowed,
+    RouteNotFound,
+    actor_headers,
+    send_error,
+)
+from perdure.server.gateway.raw_handlers import RawHandler, is_raw_route
+from perdure.server.gateway.request_info import bind as bind_request
+from perdure.server.gateway.sse import EventStream
+from perdure.server.gateway.target import (
+    Target,
+    parse_conn_params,
+    parse_query,
+    parse_target,
+    path_segment,
+    resolve_target,
+)
+from perdure.server.gateway.websocket import ConnectHandler
+
+__all__ = ["Gateway"]
+
+R = TypeVar("R", HttpActionRequest, HttpQueueSendRequest)
+
+
+class Gateway:
+    """The raw ASGI app mounted at ``/gateway`` (HTTP and WebSocket)."""
+
+    def __init__(self, runtime: ActorRuntime) -> None:
+        self.dispatch = runtime.dispatch
+        self.observers = runtime.observers
+        self.options = runtime.registry.options
+        self.names = set(runtime.registry.actors)
+        self.connect_handler = ConnectHandler(runtime, self.names)
+        self.raw = RawHandler(self.dispatch, self.options, self.names, runtime.cluster)
+        self.events = EventStream(self.dispatch, self.options, self.names, self.raw.relay)
+
+    async def aclose(self) -> None:
+        """Close what the gateway keeps open to the other nodes (the raw relay's)."""
+        if self.raw.relay is not None:
+            await self.raw.relay.aclose()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        raw_path: bytes = scope.get("raw_path") or scope["path"].encode()
+        parts = raw_path.split(b"/")
+        # ["", "gateway", target, route, name?]
+        if scope["type"] == "websocket":
+            if len(parts) == 4 and parts[3] == b"connect" and parts[2]:
+                await self.connect_handler(scope, receive, send, parts[2])
+            elif is_raw_route(parts) and parts[3] == b"websocket":
+                await self.raw.websocket(scope, receive, send, parts)  # on_websocket
+            else:
+                await send({"type": "websocket.close", "code": 1008, "reason": "route_not_found"})
+            return
+        if scope["type"] != "http":
+            return
+        route = parts[3] if len(parts) == 5 and parts[2] and parts[4] else None
+        if route == b"action" or route == b"queue":
+            try:
+                segment, name = path_segment(parts[2]), path_segment(parts[4])
+            except InvalidRequest as exc:
+                await send_error(send, exc, _encoding_or_json(scope))
+                return
+            handler = self._action if route == b"action" else self._queue
+            if self.observers.traces:  # only then is a traceparent header looked for
+                await traced(self.observers, scope, handler(scope, receive, send, segment, name))
+            else:
+                await handler(scope, receive, send, segment, name)
+            return
+        if len(parts) == 4 and parts[3] == b"events" and parts[2]:
+            await self._events(scope, receive, send, parts[2])  # SSE, docs/events.md
+            return
+        enc = _encoding_or_json(scope)
+        if is_raw_route(parts) and parts[3] == b"request":
+            # The official client's handle.fetch(): the actor's on_request (404 without).
+            await self.raw.http(scope, receive, send, parts, enc)
+            return
+        await send_error(send, RouteNotFound(f"No gateway route `{scope['path']}`."), enc)
+
+    async def _events(self, scope: Scope, receive: Receive, send: Send, raw: bytes) -> None:
+        try:
+            segment = path_segment(raw)
+        except InvalidRequest as exc:
+            await send_error(send, exc, "json")
+            return
+        await self.events(scope, receive, send, segment)
+
+    # ------------------------------------------------------------ action, queue
+
+    async def _action(
+        self, scope: Scope, receive: Receive, send: Send, segment: str, action: str
+    ) -> None:
+        def operation(request: HttpActionRequest) -> Operation:
+            return CallAction(action, request.args)
+
+        def reply(output: Any) -> HttpMessage:
+            return HttpActionResponse(output)
+
+        await self._handle(scope, receive, send, segment, HttpActionRequest, operation, reply)
+
+    async def _queue(
+        self, scope: Scope, receive: Receive, send: Send, segment: str, queue: str
+    ) -> None:
+        def operation(request: HttpQueueSendRequest) -> Operation:
+            timeout = None if request.timeout is None else request.timeout / 1000
+            return SendMessage(queue, request.body, request.wait, timeout)
+
+        def reply(result: Any) -> HttpMessage:
+            return HttpQueueSendResponse(result.status, result.response)
+
+        await self._handle(scope, receive, send, segment, HttpQueueSendRequest, operation, reply)
+
+    async def _handle(
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        segment: str,
+        kind: type[R],
+        operation: Callable[[R], Operation],
+        reply: Callable[[Any], HttpMessage],
+    ) -> None:
+        """Validate everything, then resolve the actor and perform the request's operation
+        inside a transient connection; answer in the request's encoding."""
+        enc: Encoding = "json"
+        actor: ActorRef | None = None
+        try:
+            enc = parse_encoding(header_value(scope, b"x-rivet-encoding"))
+            target, params = self._prepare(scope, segment)
+            body = await read_body(scope, receive, self.options.max_http_body_size)
+            todo = operation(decode_http(body, enc, kind))
+            if target.actor_id is None:
+                # Refused before the actor is created or woken: a bad request stores nothing.
+                todo = self.dispatch.check(target.name, todo)
+            actor = await resolve_target(self.dispatch, target)
+            bind_request(scope, actor.actor_id)  # c.request, for its hooks and the action
+            output = reply(await actor.perform(todo, params=params))
+            data = encode_http(output, enc, self.options.max_http_body_size)
+            self._check_outgoing(data)
+        except ClientDisconnected:
+            return
+        except Exception as exc:
+            await send_error(send, exc, enc, None if actor is None else actor.identity)
+            return
+        await send_bytes(send, 200, data, _CONTENT_TYPES[enc], actor_headers(actor.identity))
+
+    # ----------------------------------------------------------------- helpers
+
+    def _prepare(self, scope: Scope, segment: str) -> tuple[Target, Any]:
+        if scope["method"] != "POST":
+            raise MethodNotAllowed(scope["method"], scope["path"])
+        query = parse_query(scope["query_string"])
+        target = parse_target(segment, query, self.options, self.names)
+        params = parse_conn_params(
+            header_value(scope, b"x-rivet-conn-params"), self.options.max_conn_params_size
+        )
+        return target, params
+
+    def _check_outgoing(self, data: bytes) -> None:
+        # An HTTP response is bounded like a request body: both are HTTP messages.
+        if len(data) > self.options.max_http_body_size:
+            raise outgoing_too_long(self.options.max_http_body_size)
+
+
+_CONTENT_TYPES: dict[str, bytes] = {
+    enc: content_type(enc).encode() for enc in ("json", "cbor", "bare")
+}
+
+
+def _encoding_or_json(scope: Scope) -> Encoding:
+    try:
+        return parse_encoding(header_value(scope, b"x-rivet-encoding"))
+    except InvalidRequest:
+        return "json"

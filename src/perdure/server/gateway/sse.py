@@ -1,0 +1,169 @@
+"""``GET /gateway/{name-or-id}/events``: an actor's events as Server-Sent Events, for
+browsers (``new EventSource(url)``; docs/events.md).
+
+The target is given as on the other gateway routes (``rvt-method``, ``rvt-key`` … for an
+actor addressed by name and key; a token as ``rvt-token``, since an ``EventSource``
+sends no headers of its own). Each event is one SSE message: ``id`` its number in the
+actor's event log, ``event`` its name, ``data`` its arguments as a JSON array (rivet's
+JSON value tags for big integers, bytes …). A stream resumes after the ``Last-Event-ID``
+header (which browsers send by themselves when they reconnect) or the ``since`` query
+parameter, else it starts now. When the log no longer holds what was asked for, the
+stream opens with ``event: $perdure.gap`` and ``data: {"after": n, "resumedAt": m}``.
+A comment line is sent every 15 s so that proxies keep the stream open.
+
+Errors before the stream starts are answered like any gateway error (400
+``events.invalid_since`` for a bad ``since``/``Last-Event-ID``, 404 ``actor.not_found``
+…). In a cluster, a stream of an actor another node owns is relayed from that node
+(:mod:`perdure.server.cluster.raw_relay`); a race with a move that the relay cannot follow is
+answered 503 ``events.not_local`` (retry).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from perdure.errors import PerdureError
+from perdure.handles import CloseEvent
+from perdure.protocol.values import to_json_value
+from perdure.runtime.events.log import LoggedEvent, Since, parse_since
+from perdure.runtime.host.dispatch import ActorDispatch, ConnectionRef
+from perdure.server.cluster.raw_relay import RawRelay
+from perdure.server.edge.asgi import Receive, Scope, Send, client_gone, header_value
+from perdure.server.edge.wire_errors import MethodNotAllowed, actor_headers, send_error
+from perdure.server.gateway.target import (
+    parse_conn_params,
+    parse_query,
+    parse_target,
+    resolve_target,
+)
+
+__all__ = ["EventStream"]
+
+_KEEPALIVE = 15.0
+_HEADERS = [
+    (b"content-type", b"text/event-stream; charset=utf-8"),
+    (b"cache-control", b"no-cache"),
+    (b"x-accel-buffering", b"no"),  # nginx: do not buffer the stream
+]
+
+
+class _NotLocal(PerdureError):
+    default_code = "not_local"
+    status = 503
+
+
+class _StreamSink:
+    """The SSE connection's transport and follower sink: SSE messages into one queue."""
+
+    def __init__(self) -> None:
+        self.items: asyncio.Queue[bytes | CloseEvent] = asyncio.Queue()
+
+    def event(self, event: LoggedEvent) -> None:
+        data = json.dumps(to_json_value(event.args, "event arguments"), separators=(",", ":"))
+        self.items.put_nowait(f"id: {event.seq}\nevent: {event.name}\ndata: {data}\n\n".encode())
+
+    def resumed(self, start: int) -> None:
+        """Nothing to send: the ids of what follows say it."""
+
+    def gap(self, after: int, resumed_at: int) -> None:
+        data = json.dumps({"after": after, "resumedAt": resumed_at})
+        self.items.put_nowait(f"event: $perdure.gap\ndata: {data}\n\n".encode())
+
+    def send_event(self, name: str, args: list[Any]) -> None:
+        """A follower's events come through :meth:`event`; ``conn.send`` is not streamed."""
+
+    def close(self, code: int, reason: str) -> None:
+        self.items.put_nowait(CloseEvent(code, reason))
+
+
+class EventStream:
+    """Serves the ``events`` route of the gateway."""
+
+    def __init__(
+        self,
+        dispatch: ActorDispatch,
+        options: Any,
+        names: set[str],
+        relay: RawRelay | None = None,
+    ) -> None:
+        """``relay``: in a cluster, how a stream of an actor another node owns is
+        relayed to that node."""
+        self.dispatch = dispatch
+        self.options = options
+        self.names = names
+        self.relay = relay
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send, segment: str) -> None:
+        sink = _StreamSink()
+        conn: ConnectionRef | None = None
+        try:
+            if scope["method"] != "GET":
+                raise MethodNotAllowed(scope["method"], scope["path"])
+            query = parse_query(scope["query_string"])
+            since = _since(scope, query)
+            target = parse_target(segment, query, self.options, self.names)
+            params = parse_conn_params(
+                header_value(scope, b"x-rivet-conn-params"), self.options.max_conn_params_size
+            )
+            actor = await resolve_target(self.dispatch, target)
+            owner = await actor.remote_owner()
+            if owner is not None:
+                if self.relay is None:
+                    raise _NotLocal("The actor lives on another node; its events stream there.")
+                await self.relay.event_stream(owner, scope, receive, send, actor.actor_id)
+                return
+            opened = await actor.connect(params, sink)
+            if not isinstance(opened, ConnectionRef):
+                await opened.close()
+                raise _NotLocal("The actor lives on another node; its events stream there.")
+            conn = opened
+            await conn.follow(since, sink)
+        except Exception as exc:
+            if conn is not None:
+                await conn.close()
+            await send_error(send, exc, "json")
+            return
+        try:
+            headers = [*_HEADERS, *actor_headers(conn.identity)]
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
+            await _pump(sink, receive, send)
+        finally:
+            await conn.close()
+
+
+def _since(scope: Scope, query: dict[str, str]) -> Since:
+    """Where the stream starts: ``Last-Event-ID``, else ``since``, else now."""
+    text = header_value(scope, b"last-event-id")
+    if text is None:
+        text = query.get("since")
+    return Since(age_ms=0) if text is None else parse_since(text.strip())
+
+
+async def _pump(sink: _StreamSink, receive: Receive, send: Send) -> None:
+    """Send the stream until the client goes away or the actor closes the connection."""
+    gone = asyncio.ensure_future(client_gone(receive))
+    try:
+        await send({"type": "http.response.body", "body": b": open\n\n", "more_body": True})
+        while True:
+            item = asyncio.ensure_future(sink.items.get())
+            done, _ = await asyncio.wait(
+                {item, gone}, timeout=_KEEPALIVE, return_when=asyncio.FIRST_COMPLETED
+            )
+            if gone in done:
+                item.cancel()
+                return
+            if not done:
+                item.cancel()
+                await send(
+                    {"type": "http.response.body", "body": b": keepalive\n\n", "more_body": True}
+                )
+                continue
+            message = item.result()
+            if isinstance(message, CloseEvent):
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
+                return
+            await send({"type": "http.response.body", "body": message, "more_body": True})
+    finally:
+        gone.cancel()

@@ -1,0 +1,51 @@
+"""The SQLite statements of cluster membership: the ``nodes`` table (migration 4).
+
+One process serves a SQLite database, so its "cluster" is at most that process; the
+table is real all the same, so that ``perdure nodes`` run beside the server reads it.
+Writes run on the group-commit writer like every write; :data:`LIST_NODES` is a read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from typing import Any
+
+from perdure.store.sqlite.ops import WriteOp
+
+__all__ = ["DEREGISTER_NODE", "HEARTBEAT_NODE", "LIST_NODES", "REGISTER_NODE", "StatementOp"]
+
+_NODE_COLUMNS = "node_id, address, started_at, heartbeat_at, expires_at, draining"
+
+REGISTER_NODE = (
+    f"INSERT INTO nodes ({_NODE_COLUMNS}) VALUES (?, ?, ?, ?, ?, 0)"
+    " ON CONFLICT (node_id) DO UPDATE SET address = excluded.address,"
+    " started_at = excluded.started_at, heartbeat_at = excluded.heartbeat_at,"
+    " expires_at = excluded.expires_at, draining = 0"
+)
+HEARTBEAT_NODE = (
+    "UPDATE nodes SET heartbeat_at = ?, expires_at = ?, draining = ?"
+    f" WHERE node_id = ? RETURNING {_NODE_COLUMNS}"
+)
+DEREGISTER_NODE = "DELETE FROM nodes WHERE node_id = ?"
+# Parameters: count actors (0/1), include_dead (0/1), now. `owner_node = ...` lets SQLite read the
+# partial index actors_owner_node. Node ids sort in byte order (SQLite's BINARY).
+LIST_NODES = (
+    f"SELECT {_NODE_COLUMNS}, CASE WHEN ? THEN (SELECT COUNT(*) FROM actors AS a"
+    " WHERE a.owner_node = n.node_id) ELSE 0 END"
+    " FROM nodes AS n WHERE ? OR n.expires_at > ? ORDER BY n.node_id"
+)
+
+
+class StatementOp(WriteOp):
+    """One statement on the write connection; the result is the rows it returns."""
+
+    __slots__ = ("params", "sql")
+
+    def __init__(self, future: asyncio.Future[Any], sql: str, params: tuple[Any, ...]) -> None:
+        super().__init__(future)
+        self.sql = sql
+        self.params = params
+
+    def apply(self, db: sqlite3.Connection) -> None:
+        self.result = db.execute(self.sql, self.params).fetchall()
