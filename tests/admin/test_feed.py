@@ -10,7 +10,7 @@ import pytest
 
 from perdure import actor, event, setup
 from perdure.runtime.host.actor_runtime import ActorRuntime
-from perdure.server import admin
+from perdure.server.admin import routes as admin
 from perdure.server.edge.admin_access import AdminAccess
 from perdure.store import MemoryStore
 

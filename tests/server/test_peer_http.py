@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
 
-from perdure.server import peer_http
+from perdure.server.cluster import peer_http
 from perdure.server.cluster.peer_http import PeerConnectError, PeerHttpError, PeerHttpPool
 from tests.support.server import free_port
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import httpx
 
-from perdure import __version__
+from perdure._version import __version__
 from perdure.cli.admin_report import actor_label
 from perdure.errors import PerdureError
 from perdure.keys import Key, normalize_key, serialize_key

@@ -42,7 +42,7 @@ from decimal import Decimal
 from typing import Any
 from urllib.parse import urlsplit
 
-from perdure import __version__
+from perdure._version import __version__
 from perdure.cli.admin import ADMIN_COMMANDS, add_admin_commands, run_admin_command
 from perdure.cli.check_command import add_check_command, run_check
 from perdure.cli.loading import (

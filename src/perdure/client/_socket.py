@@ -9,7 +9,7 @@ from typing import Any
 
 from websockets.exceptions import InvalidHandshake, InvalidStatus
 
-from perdure import __version__
+from perdure._version import __version__
 from perdure.client._base import (
     ClientConfig,
     Encoding,

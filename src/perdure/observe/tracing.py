@@ -41,7 +41,7 @@ from opentelemetry.context import Context
 from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, Tracer
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-from perdure import __version__
+from perdure._version import __version__
 from perdure.errors import PerdureError
 from perdure.telemetry import ActorFacts, Observer, Span
 

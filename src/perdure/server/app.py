@@ -41,7 +41,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Mount, Route, WebSocketRoute
 
-from perdure import __version__
+from perdure._version import __version__
 from perdure.errors import PerdureError
 from perdure.runtime.host.actor_runtime import ActorRuntime
 from perdure.server.admin.metrics import metrics_route

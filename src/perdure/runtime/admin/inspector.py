@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Literal
 
-from perdure import __version__
+from perdure._version import __version__
 from perdure.errors import ActorNotFound
 from perdure.protocol.values import to_json_value
 from perdure.store.base import ActorRecord, QueueMessageRecord, ScheduleRecord

@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from perdure import __version__
+from perdure._version import __version__
 from perdure.workflows.history import ENTRY_KINDS
 
 __all__ = ["openapi_document"]

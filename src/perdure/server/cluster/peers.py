@@ -26,7 +26,7 @@ from typing import Any
 import cbor2
 import httpx
 
-from perdure import __version__
+from perdure._version import __version__
 from perdure.client.aio import AsyncActorConnection, AsyncClient
 from perdure.errors import InvalidRequest, PerdureError, status_for
 from perdure.runtime.actor.connections import Transport
