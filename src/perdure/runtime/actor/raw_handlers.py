@@ -3,19 +3,17 @@ docs/edge.md "Raw handlers"): reached through :meth:`perdure.runtime.host.dispat
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from perdure.errors import InternalError, PerdureError
 from perdure.runtime.actor.contexts import ActionContext
+from perdure.runtime.actor.hooks import call_hook
 
 if TYPE_CHECKING:
     from perdure.runtime.actor.connections import Transport
     from perdure.runtime.actor.instance import ActorInstance
 
 __all__ = ["NoRawHandler", "serve_raw"]
-
-T = TypeVar("T")
 
 
 class NoRawHandler(PerdureError):
@@ -34,13 +32,18 @@ class NoRawHandler(PerdureError):
 async def serve_raw(
     instance: ActorInstance,
     hook: str,
-    run: Callable[[Callable[..., Any], ActionContext], Awaitable[T]],
+    argument: Any,
     connection: tuple[Any, Transport] | None,
-) -> T:
-    """``run(hook, c)`` on ``instance``, in a transient connection opened with
+    ends_normally: tuple[type[BaseException], ...] = (),
+) -> Any:
+    """Call the actor's ``hook`` with its context and ``argument`` (the request or the
+    socket) and return what it returns, in a transient connection opened with
     ``connection`` (params, transport) if given, like an action: the actor stays awake
-    while it runs, and its state changes are durable before this returns. A failure
-    that is not a :class:`PerdureError` is logged and becomes ``actor.internal_error``."""
+    while it runs, and its state changes are durable before this returns.
+
+    An exception of ``ends_normally`` (the client closing a socket) ends the hook as a
+    return of ``None`` would. Any other failure that is not a :class:`PerdureError` is
+    logged and becomes ``actor.internal_error``."""
     fn = instance.definition.hook(hook)
     if fn is None:
         raise NoRawHandler(instance.definition.name, hook)
@@ -48,7 +51,10 @@ async def serve_raw(
     instance.enter()
     try:
         try:
-            result = await run(fn, ActionContext(instance, conn))
+            try:
+                result = await call_hook(fn, ActionContext(instance, conn), argument)
+            except ends_normally:
+                result = None
         finally:
             flushed = instance.request_flush()
         await flushed

@@ -21,14 +21,14 @@ owns the actor, or observe every request in one place.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from perdure.errors import ActorNotFound, InvalidRequest
 from perdure.keys import Key, normalize_key
 from perdure.runtime.actor.connections import Connection, Transport
-from perdure.runtime.actor.contexts import ActionContext, check_access
+from perdure.runtime.actor.contexts import check_access
 from perdure.runtime.actor.raw_handlers import NoRawHandler, serve_raw
 from perdure.runtime.cluster.member import PeerNode, RemoteConnection
 from perdure.runtime.queues.actor_queue import QueueSendResult
@@ -421,14 +421,17 @@ class ActorRef:
     async def raw(
         self,
         hook: str,
-        run: Callable[[Callable[..., Any], ActionContext], Awaitable[_T]],
+        argument: Any,
         *,
         params: Any = NO_CONNECTION,
-    ) -> _T:
-        """Serve a raw request or socket (``on_request``/``on_websocket``): ``run`` gets
-        the hook and an action context, inside a transient connection when ``params``
-        is given. The actor stays awake while ``run`` runs, and its state changes are
-        durable before this returns (as for an action).
+        ends_normally: tuple[type[BaseException], ...] = (),
+    ) -> Any:
+        """Serve a raw request or socket (``on_request``/``on_websocket``): the hook is
+        called with an action context and ``argument`` (the request or the socket),
+        inside a transient connection when ``params`` is given, and what it returns is
+        returned. The actor stays awake while it runs, and its state changes are durable
+        before this returns (as for an action); ``ends_normally`` is what ends the hook
+        as a return would (see :func:`serve_raw`).
 
         Node-local: the operations path cannot carry a raw exchange (its body and
         frames are the application's own), so the server relays those for an actor
@@ -442,7 +445,7 @@ class ActorRef:
                 code="raw_not_local",
             )
         channel = None if params is NO_CONNECTION else (params, _NO_CHANNEL)
-        return await serve_raw(await self._instance(), hook, run, channel)
+        return await serve_raw(await self._instance(), hook, argument, channel, ends_normally)
 
     def __repr__(self) -> str:
         return f"ActorRef({self.actor_id!r})"

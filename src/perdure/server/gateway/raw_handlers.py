@@ -12,7 +12,6 @@ gateway route. See docs/edge.md, "Raw handlers".
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlencode
 
@@ -22,8 +21,6 @@ from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 
 from perdure.errors import PerdureError
 from perdure.protocol.codec import Encoding
-from perdure.runtime.actor.contexts import ActionContext
-from perdure.runtime.actor.hooks import call_hook
 from perdure.runtime.cluster.member import ClusterMember
 from perdure.runtime.host.dispatch import ActorDispatch, ActorRef, NoRawHandler
 from perdure.server.cluster.pipe import handed_on_by_peer
@@ -96,11 +93,7 @@ class RawHandler:
             if owner is not None and self.relay is not None:
                 await self.relay.request(owner, scope, body, send, actor.actor_id, _rest(parts))
                 return
-
-            async def run(hook: Callable[..., Any], context: ActionContext) -> Response:
-                return _as_response(await call_hook(hook, context, request))
-
-            response = await actor.raw("on_request", run, params=params)
+            response = _as_response(await actor.raw("on_request", request, params=params))
         except ClientDisconnected:
             return
         except Exception as exc:
@@ -132,13 +125,9 @@ class RawHandler:
                 rest = _rest(parts)
                 await self.relay.websocket(owner, scope, receive, send, actor.actor_id, rest)
                 return
-
-            async def run(hook: Callable[..., Any], context: ActionContext) -> None:
-                # The client closing the socket is the handler's normal end.
-                with contextlib.suppress(WebSocketDisconnect):
-                    await call_hook(hook, context, socket)
-
-            await actor.raw("on_websocket", run, params=params)
+            # The client closing the socket is the handler's normal end.
+            ends = (WebSocketDisconnect,)
+            await actor.raw("on_websocket", socket, params=params, ends_normally=ends)
         except Exception as exc:
             error = public_error(exc)
             code = 1008 if error.status < 500 else 1011
