@@ -27,7 +27,7 @@ _EXPORTS: dict[str, str] = {
     "ActorNotFound": "perdure.errors",
     "ActorOptions": "perdure.definition",
     "ActorRuntime": "perdure.runtime.host.actor_runtime",
-    "CriticalError": "perdure.workflows.errors",
+    "CriticalError": "perdure.errors",
     "CronFire": "perdure.runtime.schedules.info",
     "CronJobInfo": "perdure.runtime.schedules.info",
     "InternalError": "perdure.errors",
@@ -102,6 +102,7 @@ if TYPE_CHECKING:
         ActionTimedOut,
         ActorAlreadyExists,
         ActorNotFound,
+        CriticalError,
         InternalError,
         InvalidRequest,
         PerdureError,
@@ -119,4 +120,3 @@ if TYPE_CHECKING:
         ScheduledFireInfo,
     )
     from perdure.workflows.context import Loop, StepContext, WorkflowContext
-    from perdure.workflows.errors import CriticalError

@@ -17,9 +17,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 # What the client may load of perdure: the package root (whose public names load lazily),
-# the shared base it speaks (errors, keys, the wire protocol), and itself.
+# the shared base it speaks (errors, keys, the wire protocol), the version, and itself.
 ALLOWED_PACKAGES = (
     "perdure._time",
+    "perdure._version",
     "perdure.client",
     "perdure.errors",
     "perdure.handles",

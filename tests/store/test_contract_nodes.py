@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
+from perdure.errors import ActorOwnedElsewhere
 from perdure.store import Lease, NodeRecord, Store
 from perdure.store._shared import wall_clock_ms
-from perdure.store.errors import ActorOwnedElsewhere
 
 from .test_contract import NOW, record
 from .test_contract_leases import LONG, PAST

@@ -16,10 +16,9 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from perdure.errors import ActorAlreadyExists, ActorNotFound
+from perdure.errors import ActorAlreadyExists, ActorNotFound, ActorOwnedElsewhere
 from perdure.store import ActorCommit, ActorRecord
 from perdure.store.base import QueueMessageRecord
-from perdure.store.errors import ActorOwnedElsewhere
 from perdure.store.migrations import MIGRATIONS, Migration, SchemaTooNew
 from perdure.store.postgres.merge import MergedCommits, plan_statements
 from perdure.store.postgres.ops import CommitOp, CreateOp, DeleteOp

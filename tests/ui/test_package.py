@@ -10,13 +10,13 @@ import tomllib
 from perdure.server.admin.ui.routes import _asset
 from tests.support.server import REPO_ROOT
 
-UI = REPO_ROOT / "src" / "perdure" / "server" / "ui"
+UI = REPO_ROOT / "src" / "perdure" / "server" / "admin" / "ui"
 
 
 def test_every_ui_file_is_package_data() -> None:
     config = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())
     patterns = config["tool"]["setuptools"]["package-data"]["perdure"]
-    package = UI.parents[1]  # src/perdure
+    package = UI.parents[2]  # src/perdure
     files = [p for p in UI.rglob("*") if p.is_file() and p.suffix not in (".py", ".pyc")]
     assert files
     for path in files:

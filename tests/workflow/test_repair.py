@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from perdure.errors import RepairRefused, UnknownLocation
 from perdure.workflows.history import Entry
-from perdure.workflows.repair import RepairRefused, UnknownLocation, plan_replay, plan_retry
+from perdure.workflows.repair import plan_replay, plan_retry
 
 
 def _took(message_id: int, body: int) -> dict[str, object]:

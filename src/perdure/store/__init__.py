@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import parse_qs, parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
-from perdure.store._shared import StoreClosed
+from perdure.errors import ActorOwnedElsewhere, LeaseLost, StoreClosed, StoreLocked
 from perdure.store.base import (
     ActorCommit,
     ActorRecord,
@@ -24,7 +24,6 @@ from perdure.store.base import (
     Store,
     WakeupCallback,
 )
-from perdure.store.errors import ActorOwnedElsewhere, LeaseLost, StoreLocked
 from perdure.store.memory import MemoryStore
 from perdure.store.sqlite.store import SQLiteStore
 

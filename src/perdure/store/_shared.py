@@ -9,11 +9,10 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
-from perdure.errors import ActorNotFound, InternalError, InvalidRequest
+from perdure.errors import ActorNotFound, InvalidRequest
 from perdure.store.base import ActorRecord, Lease, NodeRecord, QueueMessageRecord
 
 __all__ = [
-    "StoreClosed",
     "WrittenOp",
     "actor_id_taken",
     "actor_missing",
@@ -29,16 +28,6 @@ __all__ = [
     "settle_ops",
     "wall_clock_ms",
 ]
-
-
-class StoreClosed(InternalError):
-    """A store was used before ``open()`` or after ``close()``."""
-
-    def __init__(self, backend: str) -> None:
-        super().__init__(
-            f"The {backend} store is not open: call `await store.open()` before using it "
-            "(or it has been closed)."
-        )
 
 
 def actor_missing(actor_id: str) -> ActorNotFound:

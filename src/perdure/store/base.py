@@ -27,7 +27,7 @@ generation, and every commit of that instance is fenced with it
 write to it:
 
 - :meth:`Store.acquire_lease` takes it for a node until ``now + ttl_ms``, and refuses
-  (:class:`~perdure.store.errors.ActorOwnedElsewhere`) while another node's lease is
+  (:class:`~perdure.errors.ActorOwnedElsewhere`) while another node's lease is
   unexpired;
 - :meth:`Store.claim_due_actors` does the same for actors whose alarm is due, handing
   each one to exactly one of the nodes that ask at the same time;
@@ -35,7 +35,7 @@ write to it:
   actor without recording an owner, and refuses as acquiring does while a node's lease
   is unexpired;
 - :meth:`Store.renew_lease` extends a lease whose generation and owner are unchanged,
-  else raises :class:`~perdure.store.errors.LeaseLost`; :meth:`Store.release_lease`
+  else raises :class:`~perdure.errors.LeaseLost`; :meth:`Store.release_lease`
   gives it back (clears the owner, keeps the generation).
 
 A lease is live while ``now < expires_at``, or while its node is registered and its
@@ -356,7 +356,7 @@ class Store(ABC):
 
         This is the one-node way to take an actor (one statement, on the wake path): no
         owner is recorded and any expired lease is cleared, so a node may acquire the
-        actor later. Raises :class:`~perdure.store.errors.ActorOwnedElsewhere` (and
+        actor later. Raises :class:`~perdure.errors.ActorOwnedElsewhere` (and
         changes nothing) while a node holds an unexpired lease on it: a lone server
         pointed at a cluster's database must not take actors from under their owners.
         A recorded owner with no expiry is why this is not "acquire for a default
@@ -376,7 +376,7 @@ class Store(ABC):
         commits); returns the record as it is then and the lease. The node that already
         holds the lease may acquire it again (a new instance: a new generation).
 
-        Raises :class:`~perdure.store.errors.ActorOwnedElsewhere` (and changes nothing)
+        Raises :class:`~perdure.errors.ActorOwnedElsewhere` (and changes nothing)
         while another node's lease is unexpired, ``ActorNotFound`` if there is no such
         actor, ``ValueError`` unless ``ttl_ms > 0``.
         """
@@ -387,7 +387,7 @@ class Store(ABC):
 
         Succeeds while the actor's generation and owner are still the lease's, even if
         it expired meanwhile (nobody took the actor, so ownership never changed hands).
-        Raises :class:`~perdure.store.errors.LeaseLost` otherwise (taken by another node
+        Raises :class:`~perdure.errors.LeaseLost` otherwise (taken by another node
         or instance, released, or the actor deleted).
         """
 

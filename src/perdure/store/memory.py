@@ -12,10 +12,15 @@ import collections
 import dataclasses
 from collections.abc import Callable, Sequence
 
-from perdure.errors import ActorAlreadyExists, ActorNotFound
+from perdure.errors import (
+    ActorAlreadyExists,
+    ActorNotFound,
+    ActorOwnedElsewhere,
+    LeaseLost,
+    StoreClosed,
+)
 from perdure.keys import Key
 from perdure.store._shared import (
-    StoreClosed,
     actor_id_taken,
     actor_missing,
     check_ttl,
@@ -37,7 +42,6 @@ from perdure.store.base import (
     Store,
     WakeupCallback,
 )
-from perdure.store.errors import ActorOwnedElsewhere, LeaseLost
 
 __all__ = ["MemoryStore"]
 

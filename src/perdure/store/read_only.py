@@ -6,21 +6,12 @@ The read-only variants live here, beside the stores whose insides they reuse.
 
 from __future__ import annotations
 
-from perdure.errors import PerdureError
+from perdure.errors import ReadOnlyUnavailable, StoreLocked
 from perdure.store.base import Store
-from perdure.store.errors import StoreLocked
 from perdure.store.sqlite.store import SQLiteStore
 from perdure.store.sqlite.writer import connect
 
 __all__ = ["ReadOnlyUnavailable", "open_read_only"]
-
-
-class ReadOnlyUnavailable(PerdureError):
-    """The store cannot be opened read-only (no database there, or a store that keeps
-    nothing between runs)."""
-
-    group = "store"
-    default_code = "check_unavailable"
 
 
 class _ReadOnlySQLite(SQLiteStore):

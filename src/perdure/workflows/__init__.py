@@ -5,6 +5,14 @@
 """
 
 from perdure.definition import workflow
+from perdure.errors import (
+    CriticalError,
+    HistoryDiverged,
+    JoinError,
+    RaceError,
+    StepContextExpired,
+    StepExhausted,
+)
 from perdure.workflows.context import (
     Loop,
     LoopBreak,
@@ -12,14 +20,6 @@ from perdure.workflows.context import (
     StepContext,
     TryResult,
     WorkflowContext,
-)
-from perdure.workflows.errors import (
-    CriticalError,
-    HistoryDiverged,
-    JoinError,
-    RaceError,
-    StepContextExpired,
-    StepExhausted,
 )
 
 __all__ = [

@@ -21,9 +21,8 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from perdure._names import check_keywords, keyword_names, keywords_checked
 from perdure._time import duration_seconds, instant_ms, optional_duration
-from perdure.errors import ArgumentError
+from perdure.errors import ArgumentError, StepContextExpired
 from perdure.queue_message import QueueMessage
-from perdure.workflows.errors import StepContextExpired
 
 if TYPE_CHECKING:
     from perdure.workflows.engine import WorkflowRunner

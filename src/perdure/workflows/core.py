@@ -15,10 +15,9 @@ import inspect
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, cast
 
-from perdure.errors import ActorAborted
+from perdure.errors import ActorAborted, Evicted
 from perdure.store.encoding import decode_value, encode_value
 from perdure.workflows.context import WorkflowContext
-from perdure.workflows.errors import Evicted
 from perdure.workflows.history import Entry, History, child_location, validate_name
 from perdure.workflows.port import MessageQueue, WorkflowHost
 from perdure.workflows.runner_support import RollbackRegistry

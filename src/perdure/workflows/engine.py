@@ -13,10 +13,9 @@ The primitives are grouped by concept, one module each: steps and retries
 
 from __future__ import annotations
 
-from perdure.errors import ActorAborted
+from perdure.errors import ActorAborted, Evicted, HistoryDiverged, WorkflowFailure
 from perdure.schemas import to_plain
 from perdure.workflows.core import META_LOCATION, maybe_await
-from perdure.workflows.errors import Evicted, HistoryDiverged, WorkflowFailure
 from perdure.workflows.flow import FlowPrimitives
 from perdure.workflows.history import ROOT, Divergence
 from perdure.workflows.receive import ReceivePrimitives

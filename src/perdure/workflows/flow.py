@@ -6,10 +6,9 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from perdure.errors import PerdureError
+from perdure.errors import JoinError, PerdureError, RaceError, StepExhausted, WorkflowFailure
 from perdure.workflows.context import LoopBreak, LoopContinue, TryResult, WorkflowContext
 from perdure.workflows.core import RunnerCore, maybe_await
-from perdure.workflows.errors import JoinError, RaceError, StepExhausted, WorkflowFailure
 from perdure.workflows.history import (
     Divergence,
     Entry,

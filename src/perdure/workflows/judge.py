@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any, NoReturn, TypeVar
 
 from perdure.definition import ActorDefinition
-from perdure.errors import EngineSignal
+from perdure.errors import EngineSignal, WorkflowFailure
 from perdure.queue_message import QueueMessage
 from perdure.store.base import QueueMessageRecord
 from perdure.store.encoding import decode_value
@@ -39,7 +39,6 @@ from perdure.telemetry import NO_OBSERVER, Observer
 from perdure.workflows.context import StepContext
 from perdure.workflows.core import maybe_await
 from perdure.workflows.engine import WorkflowRunner
-from perdure.workflows.errors import WorkflowFailure
 from perdure.workflows.history import ROOT, Divergence, Entry, History, parent_scope
 from perdure.workflows.port import ActorClient, MessageQueue
 

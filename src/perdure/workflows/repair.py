@@ -23,9 +23,9 @@ after any restart.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any
 
-from perdure.errors import WorkflowError
+from perdure.errors import RepairRefused, UnknownLocation
 from perdure.workflows.history import Entry, parent_scope
 
 __all__ = [
@@ -35,25 +35,6 @@ __all__ = [
     "plan_replay",
     "plan_retry",
 ]
-
-
-class RepairRefused(WorkflowError):
-    """The workflow cannot be repaired that way now (409)."""
-
-    status: ClassVar[int] = 409
-
-
-class UnknownLocation(WorkflowError):
-    """The history holds no entry at the location asked for (404)."""
-
-    default_code: ClassVar[str] = "unknown_step"
-    status: ClassVar[int] = 404
-
-    def __init__(self, location: str) -> None:
-        super().__init__(
-            f"The workflow's history has no entry at `{location}`.",
-            metadata={"location": location},
-        )
 
 
 @dataclass(slots=True)

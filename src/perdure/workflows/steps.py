@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from perdure.errors import CriticalError, StepExhausted
 from perdure.schemas import to_plain
 from perdure.workflows.context import StepContext, TryResult
 from perdure.workflows.core import RunnerCore
-from perdure.workflows.errors import CriticalError, StepExhausted
 from perdure.workflows.history import Entry, backoff_delay
 from perdure.workflows.runner_support import error_info, run_step_fn
 

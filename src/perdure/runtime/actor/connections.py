@@ -8,14 +8,10 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from perdure.errors import PerdureError
-
 if TYPE_CHECKING:
     from perdure.runtime.actor.instance import ActorInstance
 
 __all__ = [
-    "AccessForbidden",
-    "AccessUnauthorized",
     "Connection",
     "RequestInfo",
     "Transport",
@@ -126,19 +122,3 @@ def current_request(actor_id: str) -> RequestInfo | None:
     if bound is None or bound.task is not asyncio.current_task() or bound.actor_id != actor_id:
         return None
     return bound.make()
-
-
-class AccessForbidden(PerdureError):
-    """A request refused by access control: 403 ``auth.forbidden`` (rivetkit's error for
-    a refused ``canSubscribe``/``canPublish``, and for a wrong server token)."""
-
-    group = "auth"
-    default_code = "forbidden"
-    status = 403
-
-
-class AccessUnauthorized(AccessForbidden):
-    """A request without the server's token: 401 ``auth.unauthorized``."""
-
-    default_code = "unauthorized"
-    status = 401

@@ -8,8 +8,8 @@ import logging
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from perdure.errors import InternalError, PerdureError
-from perdure.runtime.actor.connections import AccessForbidden, RequestInfo, current_request
+from perdure.errors import AccessForbidden, InternalError, PerdureError
+from perdure.runtime.actor.connections import RequestInfo, current_request
 
 if TYPE_CHECKING:
     from perdure.runtime.actor.connections import Connection

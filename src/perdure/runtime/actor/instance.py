@@ -315,7 +315,7 @@ class ActorInstance:
         once: like a crash there, nothing is lost. A run executing a step is given
         ``patience`` seconds to finish it or start waiting (``workflow.busy`` after).
         """
-        from perdure.workflows.repair import RepairRefused
+        from perdure.errors import RepairRefused
 
         task = self._run_task
         if task is None or task.done():

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from perdure.errors import InternalError, PerdureError
+from perdure.errors import InternalError, NoRawHandler, PerdureError
 from perdure.runtime.actor.contexts import ActionContext
 from perdure.runtime.actor.hooks import call_hook
 
@@ -14,19 +14,6 @@ if TYPE_CHECKING:
     from perdure.runtime.actor.instance import ActorInstance
 
 __all__ = ["NoRawHandler", "serve_raw"]
-
-
-class NoRawHandler(PerdureError):
-    """The actor has no ``on_request``/``on_websocket`` hook: its raw routes do not exist."""
-
-    default_code = "route_not_found"
-    status = 404
-
-    def __init__(self, name: str, hook: str) -> None:
-        rivet = "onRequest" if hook == "on_request" else "onWebSocket"
-        super().__init__(
-            f"Actor `{name}` has no `{hook}` hook (rivetkit's `{rivet}`): it serves no raw route."
-        )
 
 
 async def serve_raw(

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import weakref
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
-from perdure.errors import InvalidRequest, PerdureError
+from perdure.errors import InvalidRequest, RepairRefused, ScheduleNotFound
 from perdure.store.base import QueueMessageRecord
 from perdure.store.encoding import encode_value
 from perdure.workflows.core import META_LOCATION, decode_history, encode_meta
-from perdure.workflows.repair import RepairPlan, RepairRefused, plan_replay, plan_retry
+from perdure.workflows.repair import RepairPlan, plan_replay, plan_retry
 
 if TYPE_CHECKING:
     from perdure.runtime.actor.instance import ActorInstance
@@ -30,13 +30,6 @@ STEP_PATIENCE = 5.0
 
 # One repair at a time per live actor.
 _locks: weakref.WeakKeyDictionary[ActorInstance, asyncio.Lock] = weakref.WeakKeyDictionary()
-
-
-class ScheduleNotFound(PerdureError):
-    """``actor.schedule_not_found`` (404)."""
-
-    default_code: ClassVar[str] = "schedule_not_found"
-    status: ClassVar[int] = 404
 
 
 async def repair_workflow(

@@ -23,10 +23,15 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any
 
-from perdure.errors import ActorStopping
-from perdure.runtime.cluster.member import ActorUnavailable, NotOwner, PeerNode, PeerUnreachable
+from perdure.errors import (
+    ActorOwnedElsewhere,
+    ActorStopping,
+    ActorUnavailable,
+    NotOwner,
+    PeerUnreachable,
+)
+from perdure.runtime.cluster.member import PeerNode
 from perdure.runtime.host.dispatch import ConnectionRef
-from perdure.store.errors import ActorOwnedElsewhere
 
 if TYPE_CHECKING:
     from perdure.runtime.actor.connections import Transport

@@ -13,6 +13,7 @@ from perdure.definition import ActorDefinition
 from perdure.errors import (
     ActorAlreadyExists,
     ActorNotFound,
+    ActorOwnedElsewhere,
     ActorStopping,
     InternalError,
     InvalidRequest,
@@ -34,7 +35,6 @@ from perdure.runtime.local.client import LocalClient
 from perdure.runtime.queues.actor_queue import QueueSendResult
 from perdure.store.base import ActorRecord, Store
 from perdure.store.encoding import encode_value
-from perdure.store.errors import ActorOwnedElsewhere
 from perdure.telemetry import Observers
 
 __all__ = ["ActorRuntime", "ResolveMethod"]

@@ -25,11 +25,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from perdure.errors import ActorNotFound, InvalidRequest
+from perdure.errors import ActorNotFound, InvalidRequest, NoRawHandler
 from perdure.keys import Key, normalize_key
 from perdure.runtime.actor.connections import Connection, Transport
 from perdure.runtime.actor.contexts import check_access
-from perdure.runtime.actor.raw_handlers import NoRawHandler, serve_raw
+from perdure.runtime.actor.raw_handlers import serve_raw
 from perdure.runtime.cluster.member import PeerNode, RemoteConnection
 from perdure.runtime.queues.actor_queue import QueueSendResult
 

@@ -28,15 +28,16 @@ import httpx
 
 from perdure._version import __version__
 from perdure.client.aio import AsyncActorConnection, AsyncClient
-from perdure.errors import InvalidRequest, PerdureError, status_for
-from perdure.runtime.actor.connections import Transport
-from perdure.runtime.cluster.member import (
+from perdure.errors import (
     ActorUnavailable,
+    InvalidRequest,
     NotOwner,
-    PeerNode,
     PeerUnreachable,
-    RemoteConnection,
+    PerdureError,
+    status_for,
 )
+from perdure.runtime.actor.connections import Transport
+from perdure.runtime.cluster.member import PeerNode, RemoteConnection
 from perdure.runtime.host.actor_runtime import ActorRuntime
 from perdure.runtime.host.dispatch import (
     NO_CONNECTION,

@@ -19,8 +19,8 @@ from urllib.parse import quote
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, WebSocketException
 
-from perdure.errors import PerdureError
-from perdure.runtime.cluster.member import PeerNode, PeerUnreachable
+from perdure.errors import PeerUnreachable, PerdureError
+from perdure.runtime.cluster.member import PeerNode
 from perdure.server.edge.asgi import Receive, Scope, Send, header_value
 
 __all__ = [

@@ -26,7 +26,7 @@ import hmac
 from dataclasses import dataclass
 from urllib.parse import parse_qsl
 
-from perdure.runtime.actor.connections import AccessForbidden, AccessUnauthorized
+from perdure.errors import AccessForbidden, AccessUnauthorized
 from perdure.server.cluster.pipe import SECRET_HEADER
 from perdure.server.edge.asgi import Scope, header_value
 

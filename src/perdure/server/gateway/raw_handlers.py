@@ -19,10 +19,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 
-from perdure.errors import PerdureError
+from perdure.errors import NoRawHandler, PerdureError
 from perdure.protocol.codec import Encoding
 from perdure.runtime.cluster.member import ClusterMember
-from perdure.runtime.host.dispatch import ActorDispatch, ActorRef, NoRawHandler
+from perdure.runtime.host.dispatch import ActorDispatch, ActorRef
 from perdure.server.cluster.pipe import handed_on_by_peer
 from perdure.server.cluster.raw_relay import RawRelay
 from perdure.server.edge.asgi import (

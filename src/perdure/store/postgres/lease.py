@@ -19,9 +19,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any, LiteralString
 
-from perdure.errors import ActorNotFound
+from perdure.errors import ActorNotFound, ActorOwnedElsewhere, LeaseLost
 from perdure.store.base import ActorRecord, Lease
-from perdure.store.errors import ActorOwnedElsewhere, LeaseLost
 from perdure.store.postgres.ops import WriteOp
 from perdure.store.postgres.sql import ACTOR_COLUMNS, record_from_row
 

@@ -27,14 +27,9 @@ from typing import Any, LiteralString
 import psycopg
 from psycopg_pool import AsyncConnectionPool
 
+from perdure.errors import StoreClosed
 from perdure.keys import Key, serialize_key
-from perdure.store._shared import (
-    StoreClosed,
-    check_ttl,
-    lease_from_rows,
-    node_from_row,
-    renewed_leases,
-)
+from perdure.store._shared import check_ttl, lease_from_rows, node_from_row, renewed_leases
 from perdure.store.base import (
     ActorCommit,
     ActorRecord,

@@ -35,8 +35,8 @@ from typing import Any
 import psycopg
 from psycopg.pq import TransactionStatus
 
-from perdure.errors import InternalError
-from perdure.store._shared import StoreClosed, first_error, settle_ops
+from perdure.errors import InternalError, StoreClosed
+from perdure.store._shared import first_error, settle_ops
 from perdure.store.postgres.merge import plan_statements
 from perdure.store.postgres.ops import WriteOp
 from perdure.store.postgres.outage import CONNECTION_ERRORS, unavailable

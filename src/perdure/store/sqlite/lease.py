@@ -13,9 +13,8 @@ import asyncio
 import sqlite3
 from typing import Any
 
-from perdure.errors import ActorNotFound
+from perdure.errors import ActorNotFound, ActorOwnedElsewhere, LeaseLost
 from perdure.store.base import Lease
-from perdure.store.errors import ActorOwnedElsewhere, LeaseLost
 from perdure.store.sqlite.ops import WriteOp
 
 __all__ = ["AcquireOp", "ClaimDueOp", "ClaimOp", "ReleaseOp", "RenewLeasesOp", "RenewOp"]

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
-from perdure.store.errors import StoreLocked
+from perdure.errors import StoreLocked
 
 __all__ = ["DataLock", "acquire_data_lock", "lock_file_for"]
 
@@ -114,7 +114,7 @@ def acquire_data_lock(database: Path) -> DataLock:
     """Take (or, within this process, share) the lock of ``database``.
 
     Creates the directory and the lock file if needed. Raises
-    :class:`~perdure.store.errors.StoreLocked` at once, without waiting, if another
+    :class:`~perdure.errors.StoreLocked` at once, without waiting, if another
     process holds it.
     """
     database = Path(os.path.realpath(database))

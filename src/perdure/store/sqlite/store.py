@@ -11,7 +11,7 @@ commits before it settles the future.
 
 One process serves a database: opening the store takes an advisory lock on
 ``<database>.lock`` until it closes, and a second process is refused with
-:class:`~perdure.store.errors.StoreLocked` (see :mod:`perdure.store.sqlite.lock`).
+:class:`~perdure.errors.StoreLocked` (see :mod:`perdure.store.sqlite.lock`).
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from perdure.errors import StoreClosed
 from perdure.keys import Key, deserialize_key, serialize_key
 from perdure.store._shared import (
-    StoreClosed,
     check_ttl,
     lease_from_rows,
     new_node,
@@ -118,7 +118,7 @@ class SQLiteStore(Store):
     whose caller is cancelled while awaiting it is still applied.
 
     ``exclusive=True`` (default): the store holds the database's lock while it is open
-    (:meth:`lock`), so ``open()`` raises :class:`~perdure.store.errors.StoreLocked` if
+    (:meth:`lock`), so ``open()`` raises :class:`~perdure.errors.StoreLocked` if
     another process has it. Stores of one process share the lock. ``exclusive=False``
     takes none: for tools that only read beside a running server (``perdure actors``).
 

@@ -35,8 +35,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from perdure.errors import InternalError, StoreFull
-from perdure.store._shared import StoreClosed, first_error, settle_ops
+from perdure.errors import InternalError, StoreClosed, StoreFull
+from perdure.store._shared import first_error, settle_ops
 from perdure.store.migrations import apply_sqlite_migrations
 from perdure.store.sqlite.checkpoint import FALLBACK_AUTOCHECKPOINT_PAGES, Checkpointer
 from perdure.store.sqlite.ops import WriteOp, apply_merged

@@ -1,20 +1,46 @@
-"""The errors of the store contract that are about ownership: leases and the data lock.
-
-They extend :mod:`perdure.errors` (each has a ``group.code``)::
-
-    PerdureError
-    ├── ActorOwnedElsewhere   actor.owned_elsewhere (503)  another node holds a live lease
-    ├── LeaseLost             actor.lease_lost (409)       the lease was taken or released
-    └── StoreLocked           store.locked (500)           another process has the database
-"""
+"""Errors of storage: the store not answering or full, ownership (leases, the data
+lock), and a store used while closed or that cannot be opened read-only."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from perdure.errors import PerdureError
+from perdure.errors.base import InternalError, PerdureError
 
-__all__ = ["ActorOwnedElsewhere", "LeaseLost", "StoreLocked"]
+
+class StoreUnavailable(PerdureError):
+    """The store did not answer within its bound (PostgreSQL down, unreachable or stalled).
+
+    Nothing of the call was applied, unless a write's acknowledgement itself was lost, in
+    which case the actor is reloaded from what the store holds. ``retry_after`` (seconds)
+    is what a server sends as ``Retry-After``.
+    """
+
+    group = "store"
+    default_code = "unavailable"
+    status = 503
+    retry_after = 1
+
+    def __init__(
+        self, message: str = "The store is unavailable; try again shortly.", *, timeout: float
+    ) -> None:
+        super().__init__(message, metadata={"timeout": timeout})
+        self.timeout = timeout
+
+
+class StoreFull(PerdureError):
+    """The store has no room for the write (a full disk, or SQLite's size cap); nothing of
+    it was applied. ``retry_after`` (seconds) is what a server sends as ``Retry-After``."""
+
+    group = "store"
+    default_code = "full"
+    status = 507
+    retry_after = 30
+
+    def __init__(
+        self, message: str = "The store is out of space; the write was not applied."
+    ) -> None:
+        super().__init__(message)
 
 
 class ActorOwnedElsewhere(PerdureError):
@@ -90,3 +116,21 @@ class StoreLocked(PerdureError):
         self.database = database
         self.lock_file = lock_file
         self.holder = holder
+
+
+class StoreClosed(InternalError):
+    """A store was used before ``open()`` or after ``close()``."""
+
+    def __init__(self, backend: str) -> None:
+        super().__init__(
+            f"The {backend} store is not open: call `await store.open()` before using it "
+            "(or it has been closed)."
+        )
+
+
+class ReadOnlyUnavailable(PerdureError):
+    """The store cannot be opened read-only (no database there, or a store that keeps
+    nothing between runs)."""
+
+    group = "store"
+    default_code = "check_unavailable"

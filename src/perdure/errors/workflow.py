@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
-from perdure.errors import EngineSignal, WorkflowError
+from perdure.errors.base import EngineSignal, WorkflowError
 
 __all__ = [
     "CriticalError",
@@ -88,3 +88,22 @@ class StepContextExpired(WorkflowError):
     """A step context was used after its step finished."""
 
     default_code = "step_context_expired"
+
+
+class RepairRefused(WorkflowError):
+    """The workflow cannot be repaired that way now (409)."""
+
+    status: ClassVar[int] = 409
+
+
+class UnknownLocation(WorkflowError):
+    """The history holds no entry at the location asked for (404)."""
+
+    default_code: ClassVar[str] = "unknown_step"
+    status: ClassVar[int] = 404
+
+    def __init__(self, location: str) -> None:
+        super().__init__(
+            f"The workflow's history has no entry at `{location}`.",
+            metadata={"location": location},
+        )

@@ -1,47 +1,5 @@
-"""The error tree of perdure.
-
-Every error that can reach a caller carries a ``group`` and a ``code`` (together the
-wire identifier ``"{group}.{code}"``), a human message, optional ``metadata`` and the
-HTTP status a server answers with. The tree::
-
-    PerdureError                     group.code, message, metadata, status, public
-    ├── UserError                    user.<code>   raised by actor code on purpose (500)
-    ├── ActorNotFound                actor.not_found (404)
-    ├── ActorAlreadyExists           actor.duplicate_key (400)
-    ├── ActionNotFound               actor.action_not_found (404)
-    ├── ActionTimedOut               actor.action_timed_out (408)
-    ├── InvalidRequest               actor.invalid_request (400)  bad arguments, bad key …
-    ├── InternalError                actor.internal_error (500)   any unexpected exception
-    ├── ActorAborted                 actor.aborted (500)          the actor is shutting down
-    ├── ActorStopping                actor.stopping (503)         sleep/destroy already requested
-    ├── StateNotSerializable         state.not_serializable (500) a value CBOR cannot store
-    ├── QueueError                   queue.* (400)                full, too large, invalid …
-    ├── MessageError                 message.* (400)              frame/body size, encoding
-    ├── ScheduleError                schedule.* (400)             invalid cron, limits …
-    ├── WorkflowError                workflow.* (500)             divergence, exhausted steps …
-    ├── DefinitionError              config.invalid (500)         bad actor definition (raised
-    │                                                             when the registry is built)
-    ├── ArgumentError                api.* (500)                  actor code called the API with
-    │                                                             an unknown keyword (a camelCase
-    │                                                             one), a duration or an instant
-    │                                                             of the wrong type; also a
-    │                                                             TypeError and a ValueError
-    └── (perdure.store.errors)       ownership and the data lock:
-        ├── ActorOwnedElsewhere      actor.owned_elsewhere (503)  another node holds a lease
-        ├── LeaseLost                actor.lease_lost (409)       the lease was taken over
-        └── StoreLocked              store.locked (500)           another process has the
-                                                                  SQLite data directory
-    StoreUnavailable                 store.unavailable (503)      the store did not answer in
-                                                                  time; retry (Retry-After)
-    StoreFull                        store.full (507)             the disk (or the database's
-                                                                  size cap) is full
-
-    EngineSignal (BaseException)     control flow of the engine (evict, suspend); user
-                                     code's ``except Exception`` cannot swallow it.
-
-Only errors marked ``public`` show their message to remote callers; any other exception
-is reported as ``actor.internal_error`` with a generic message and logged in full.
-"""
+"""The roots of the error tree (:mod:`perdure.errors` draws all of it) and the errors of
+actor code and its requests."""
 
 from __future__ import annotations
 
@@ -66,8 +24,6 @@ __all__ = [
     "QueueError",
     "ScheduleError",
     "StateNotSerializable",
-    "StoreFull",
-    "StoreUnavailable",
     "UserError",
     "WorkflowError",
     "status_for",
@@ -255,41 +211,6 @@ class ArgumentError(PerdureError, TypeError, ValueError):
     group = "api"
     default_code = "invalid_argument"
     status = 500
-
-
-class StoreUnavailable(PerdureError):
-    """The store did not answer within its bound (PostgreSQL down, unreachable or stalled).
-
-    Nothing of the call was applied, unless a write's acknowledgement itself was lost, in
-    which case the actor is reloaded from what the store holds. ``retry_after`` (seconds)
-    is what a server sends as ``Retry-After``.
-    """
-
-    group = "store"
-    default_code = "unavailable"
-    status = 503
-    retry_after = 1
-
-    def __init__(
-        self, message: str = "The store is unavailable; try again shortly.", *, timeout: float
-    ) -> None:
-        super().__init__(message, metadata={"timeout": timeout})
-        self.timeout = timeout
-
-
-class StoreFull(PerdureError):
-    """The store has no room for the write (a full disk, or SQLite's size cap); nothing of
-    it was applied. ``retry_after`` (seconds) is what a server sends as ``Retry-After``."""
-
-    group = "store"
-    default_code = "full"
-    status = 507
-    retry_after = 30
-
-    def __init__(
-        self, message: str = "The store is out of space; the write was not applied."
-    ) -> None:
-        super().__init__(message)
 
 
 class EngineSignal(BaseException):

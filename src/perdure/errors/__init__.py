@@ -1,0 +1,175 @@
+"""The error tree of perdure.
+
+Every error that can reach a caller carries a ``group`` and a ``code`` (together the
+wire identifier ``"{group}.{code}"``), a human message, optional ``metadata`` and the
+HTTP status a server answers with. The tree::
+
+    PerdureError                     group.code, message, metadata, status, public
+    ├── UserError                    user.<code>   raised by actor code on purpose (500)
+    ├── ActorNotFound                actor.not_found (404)
+    ├── ActorAlreadyExists           actor.duplicate_key (400)
+    ├── ActionNotFound               actor.action_not_found (404)
+    ├── ActionTimedOut               actor.action_timed_out (408)
+    ├── InvalidRequest               actor.invalid_request (400)  bad arguments, bad key …
+    ├── InternalError                actor.internal_error (500)   any unexpected exception
+    ├── ActorAborted                 actor.aborted (500)          the actor is shutting down
+    ├── ActorStopping                actor.stopping (503)         sleep/destroy already requested
+    ├── StateNotSerializable         state.not_serializable (500) a value CBOR cannot store
+    ├── QueueError                   queue.* (400)                full, too large, invalid …
+    ├── MessageError                 message.* (400)              frame/body size, encoding
+    ├── ScheduleError                schedule.* (400)             invalid cron, limits …
+    ├── WorkflowError                workflow.* (500)             divergence, exhausted steps …
+    ├── DefinitionError              config.invalid (500)         bad actor definition (raised
+    │                                                             when the registry is built)
+    ├── ArgumentError                api.* (500)                  actor code called the API with
+    │                                                             an unknown keyword (a camelCase
+    │                                                             one), a duration or an instant
+    │                                                             of the wrong type; also a
+    │                                                             TypeError and a ValueError
+    ├── AccessForbidden              auth.forbidden (403)         refused by access control
+    │   └── AccessUnauthorized       auth.unauthorized (401)      no or a wrong server token
+    ├── NoRawHandler                 actor.route_not_found (404)  no on_request/on_websocket
+    ├── ScheduleNotFound             actor.schedule_not_found (404)
+    ├── (storage)
+    │   ├── StoreUnavailable         store.unavailable (503)      the store did not answer in
+    │   │                                                         time; retry (Retry-After)
+    │   ├── StoreFull                store.full (507)             the disk (or the database's
+    │   │                                                         size cap) is full
+    │   ├── ActorOwnedElsewhere      actor.owned_elsewhere (503)  another node holds a lease
+    │   ├── LeaseLost                actor.lease_lost (409)       the lease was taken over
+    │   ├── StoreLocked              store.locked (500)           another process has the
+    │   │                                                         SQLite data directory
+    │   ├── ReadOnlyUnavailable      store.check_unavailable      perdure check cannot open it
+    │   └── StoreClosed              (an InternalError)           used before open()/after close()
+    ├── (cluster)
+    │   ├── PeerUnreachable          actor.owner_unreachable (503) the owner did not answer
+    │   ├── NotOwner                 actor.not_owner (503)        forwarded to a node that
+    │   │                                                         does not own the actor
+    │   └── ActorUnavailable         actor.unavailable (503)      no node can serve it yet
+    └── (workflow: WorkflowError)    workflow.*
+        ├── WorkflowFailure          a step out of retries, a failed join or race
+        │   ├── StepExhausted, JoinError, RaceError
+        ├── HistoryDiverged          workflow.history_diverged    the code no longer matches
+        ├── StepContextExpired       a step's context used after the step
+        ├── RepairRefused            workflow.* (409)             cannot repair that way now
+        └── UnknownLocation          workflow.unknown_step (404)
+
+    EngineSignal (BaseException)     control flow of the engine (evict, suspend); user
+                                     code's ``except Exception`` cannot swallow it.
+    ├── Evicted                      the actor is going to sleep: the run stops, replays later
+    CriticalError (Exception)        raised in a step to fail it at once, without retries
+
+Only errors marked ``public`` show their message to remote callers; any other exception
+is reported as ``actor.internal_error`` with a generic message and logged in full.
+
+The classes live in the modules of this package by concern (:mod:`.base`, :mod:`.actor`,
+:mod:`.storage`, :mod:`.cluster`, :mod:`.workflow`); import them from here. The server's
+own refusals at its edge are in :mod:`perdure.server.edge`, the clients' transport errors
+in :mod:`perdure.client`, the test kit's in :mod:`perdure.testing`.
+"""
+
+from __future__ import annotations
+
+from perdure.errors.actor import (
+    AccessForbidden,
+    AccessUnauthorized,
+    NoRawHandler,
+    ScheduleNotFound,
+)
+from perdure.errors.base import (
+    ActionNotFound,
+    ActionTimedOut,
+    ActorAborted,
+    ActorAlreadyExists,
+    ActorNotFound,
+    ActorStopping,
+    ArgumentError,
+    DeadLetterNotFound,
+    DefinitionError,
+    EngineSignal,
+    InternalError,
+    InvalidRequest,
+    MessageError,
+    MessageNotDead,
+    PerdureError,
+    QueueError,
+    ScheduleError,
+    StateNotSerializable,
+    UserError,
+    WorkflowError,
+    status_for,
+)
+from perdure.errors.cluster import (
+    ActorUnavailable,
+    NotOwner,
+    PeerUnreachable,
+)
+from perdure.errors.storage import (
+    ActorOwnedElsewhere,
+    LeaseLost,
+    ReadOnlyUnavailable,
+    StoreClosed,
+    StoreFull,
+    StoreLocked,
+    StoreUnavailable,
+)
+from perdure.errors.workflow import (
+    CriticalError,
+    Evicted,
+    HistoryDiverged,
+    JoinError,
+    RaceError,
+    RepairRefused,
+    StepContextExpired,
+    StepExhausted,
+    UnknownLocation,
+    WorkflowFailure,
+)
+
+__all__ = [
+    "AccessForbidden",
+    "AccessUnauthorized",
+    "ActionNotFound",
+    "ActionTimedOut",
+    "ActorAborted",
+    "ActorAlreadyExists",
+    "ActorNotFound",
+    "ActorOwnedElsewhere",
+    "ActorStopping",
+    "ActorUnavailable",
+    "ArgumentError",
+    "CriticalError",
+    "DeadLetterNotFound",
+    "DefinitionError",
+    "EngineSignal",
+    "Evicted",
+    "HistoryDiverged",
+    "InternalError",
+    "InvalidRequest",
+    "JoinError",
+    "LeaseLost",
+    "MessageError",
+    "MessageNotDead",
+    "NoRawHandler",
+    "NotOwner",
+    "PeerUnreachable",
+    "PerdureError",
+    "QueueError",
+    "RaceError",
+    "ReadOnlyUnavailable",
+    "RepairRefused",
+    "ScheduleError",
+    "ScheduleNotFound",
+    "StateNotSerializable",
+    "StepContextExpired",
+    "StepExhausted",
+    "StoreClosed",
+    "StoreFull",
+    "StoreLocked",
+    "StoreUnavailable",
+    "UnknownLocation",
+    "UserError",
+    "WorkflowError",
+    "WorkflowFailure",
+    "status_for",
+]

@@ -1,0 +1,44 @@
+"""Errors of requests to a live actor that are not about its own code: access refused,
+no raw handler, no such schedule."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from perdure.errors.base import PerdureError
+
+
+class AccessForbidden(PerdureError):
+    """A request refused by access control: 403 ``auth.forbidden`` (rivetkit's error for
+    a refused ``canSubscribe``/``canPublish``, and for a wrong server token)."""
+
+    group = "auth"
+    default_code = "forbidden"
+    status = 403
+
+
+class AccessUnauthorized(AccessForbidden):
+    """A request without the server's token: 401 ``auth.unauthorized``."""
+
+    default_code = "unauthorized"
+    status = 401
+
+
+class NoRawHandler(PerdureError):
+    """The actor has no ``on_request``/``on_websocket`` hook: its raw routes do not exist."""
+
+    default_code = "route_not_found"
+    status = 404
+
+    def __init__(self, name: str, hook: str) -> None:
+        rivet = "onRequest" if hook == "on_request" else "onWebSocket"
+        super().__init__(
+            f"Actor `{name}` has no `{hook}` hook (rivetkit's `{rivet}`): it serves no raw route."
+        )
+
+
+class ScheduleNotFound(PerdureError):
+    """``actor.schedule_not_found`` (404)."""
+
+    default_code: ClassVar[str] = "schedule_not_found"
+    status: ClassVar[int] = 404

@@ -1,0 +1,36 @@
+"""Errors between the nodes of a cluster: an owner that cannot be reached, a request that
+reached a node that does not own the actor, no node able to serve it in time."""
+
+from __future__ import annotations
+
+from perdure.errors.base import PerdureError
+
+
+class PeerUnreachable(PerdureError):
+    """The node that owns the actor could not be reached; the request was not delivered."""
+
+    default_code = "owner_unreachable"
+    status = 503
+
+
+class NotOwner(PerdureError):
+    """A forwarded request reached a node that does not own the actor (any more)."""
+
+    default_code = "not_owner"
+    status = 503
+
+    def __init__(self, actor_id: str, owner_node: str | None) -> None:
+        where = f"node `{owner_node}`" if owner_node else "no node"
+        super().__init__(
+            f"Actor `{actor_id}` is not owned by this node ({where} owns it).",
+            metadata={"actor_id": actor_id, "owner_node": owner_node},
+        )
+        self.owner_node = owner_node
+
+
+class ActorUnavailable(PerdureError):
+    """No node could serve the actor in time (its owner is unreachable and its lease
+    has not expired yet, or the cluster is draining). Safe to retry."""
+
+    default_code = "unavailable"
+    status = 503
