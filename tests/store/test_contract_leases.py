@@ -1,5 +1,5 @@
 """The ownership part of the store contract (perdure.store.base), run against every
-backend: claims, leases, claiming due actors, wake-up watching.
+backend: claims, leases, wake-up watching.
 
 Times passed as ``now`` are far in the past or future of the real clock, so that the
 store's own clock (wall clock, or PostgreSQL's) sees those leases as expired or live.
@@ -19,15 +19,13 @@ from perdure.store import (
     ActorCommit,
     ActorOwnedElsewhere,
     Lease,
-    LeaseLost,
     MemoryStore,
     SQLiteStore,
     Store,
     StoreClosed,
 )
-from perdure.store._shared import wall_clock_ms
 
-from .test_contract import NOW, TIMEOUT, record, wait
+from .test_contract import NOW, TIMEOUT, record
 
 StoreFactory = Callable[[Path], Store]
 # A lease acquired "now" with this ttl is live for the whole test on any clock.
@@ -97,42 +95,6 @@ async def test_an_expired_lease_is_taken_over_on_the_store_clock(store: Store) -
     assert claimed.generation == 3
 
 
-async def test_renewing_extends_a_current_lease_even_once_expired(store: Store) -> None:
-    await store.create_actor(record("a1"))
-    _, lease = await store.acquire_lease("a1", "n1", 1_000, now=PAST)
-    renewed = await store.renew_lease(lease, 5_000, now=PAST + 2_000)
-    assert renewed == Lease("a1", "n1", lease.generation, PAST + 7_000)
-    assert await store.get_lease("a1") == renewed
-    live = await store.renew_lease(renewed, LONG)
-    assert live.expires_at >= wall_clock_ms() + LONG - 60_000
-    with pytest.raises(ActorOwnedElsewhere):
-        await store.acquire_lease("a1", "n2", 1_000)
-    with pytest.raises(ValueError, match="ttl_ms"):
-        await store.renew_lease(live, -1)
-
-
-async def test_renewing_a_lease_that_was_taken_released_or_deleted_fails(store: Store) -> None:
-    await store.create_actor(record("a1"))
-    _, first = await store.acquire_lease("a1", "n1", 1_000, now=PAST)
-    _, second = await store.acquire_lease("a1", "n2", LONG)
-    with pytest.raises(LeaseLost) as lost:
-        await store.renew_lease(first, 1_000)
-    assert lost.value.identifier == "actor.lease_lost"
-    assert await store.get_lease("a1") == second  # the failed renewal changed nothing
-    # Taken by a new instance on the same node: the old instance's lease is lost too.
-    _, third = await store.acquire_lease("a1", "n2", LONG)
-    with pytest.raises(LeaseLost):
-        await store.renew_lease(second, 1_000)
-    await store.release_lease(third)
-    with pytest.raises(LeaseLost):
-        await store.renew_lease(third, 1_000)
-    _, fourth = await store.acquire_lease("a1", "n3", LONG)
-    await store.delete_actor("a1")
-    with pytest.raises(LeaseLost):
-        await store.renew_lease(fourth, 1_000)
-    assert await store.get_lease("a1") is None
-
-
 async def test_release_gives_the_actor_back_only_if_still_ours(store: Store) -> None:
     await store.create_actor(record("a1"))
     _, old = await store.acquire_lease("a1", "n1", 1_000, now=PAST)
@@ -148,6 +110,13 @@ async def test_release_gives_the_actor_back_only_if_still_ours(store: Store) -> 
     assert taken.generation == current.generation + 1
 
 
+async def test_deleting_an_actor_removes_its_lease(store: Store) -> None:
+    await store.create_actor(record("a1"))
+    await store.acquire_lease("a1", "n1", LONG)
+    await store.delete_actor("a1")
+    assert await store.get_lease("a1") is None
+
+
 async def test_the_one_node_claim_clears_a_lease_and_fences_it(store: Store) -> None:
     await store.create_actor(record("a1"))
     _, lease = await store.acquire_lease("a1", "n1", 1_000, now=PAST)
@@ -155,79 +124,10 @@ async def test_the_one_node_claim_clears_a_lease_and_fences_it(store: Store) -> 
     assert claimed is not None
     assert claimed.generation == lease.generation + 1
     assert await store.get_lease("a1") is None  # no owner recorded: nobody is kept out
-    with pytest.raises(LeaseLost):
-        await store.renew_lease(lease, 1_000)
+    with pytest.raises(ActorNotFound):
+        await store.commit(ActorCommit("a1", fence=lease.generation, state=b"stale"))
     _, taken = await store.acquire_lease("a1", "n2", LONG)
     assert taken.generation == claimed.generation + 1
-
-
-# --- claiming due actors ----------------------------------------------------------------
-
-
-async def test_claim_due_actors_takes_due_free_actors_earliest_first(store: Store) -> None:
-    await store.create_actor(record("late", wake_at=NOW + 10))
-    await store.create_actor(record("early", wake_at=NOW))
-    await store.create_actor(record("tie", wake_at=NOW + 10))
-    await store.create_actor(record("future", wake_at=NOW + 11))
-    await store.create_actor(record("none"))
-    taken = await store.claim_due_actors("n1", NOW + 10, 2, 1_000, now=PAST)
-    assert [(r.actor_id, r.wake_at) for r, _ in taken] == [("early", NOW), ("late", NOW + 10)]
-    for taken_record, lease in taken:
-        assert lease == Lease(taken_record.actor_id, "n1", 1, PAST + 1_000)
-        assert taken_record.generation == 1
-        assert await store.get_lease(taken_record.actor_id) == lease
-    rest = await store.claim_due_actors("n1", NOW + 10, 10, LONG)
-    # Expired leases are taken again (a new generation); live ones and later alarms not.
-    assert [(r.actor_id, r.generation) for r, _ in rest] == [("early", 2), ("late", 2), ("tie", 1)]
-    assert await store.claim_due_actors("n2", NOW + 10, 10, LONG) == []
-    assert await store.claim_due_actors("n1", NOW + 10, 10, LONG) == []  # its own too
-    assert await store.get_lease("none") is None
-    assert await store.claim_due_actors("n2", NOW + 100, 0, LONG) == []
-    with pytest.raises(ValueError, match="ttl_ms"):
-        await store.claim_due_actors("n2", NOW + 100, 1, 0)
-
-
-async def test_a_claimed_due_actor_is_owned_by_its_claimer(store: Store) -> None:
-    await store.create_actor(record("a1", wake_at=NOW, state=b"s"))
-    [(taken, lease)] = await store.claim_due_actors("n1", NOW, 10, LONG)
-    assert taken.state == b"s"
-    with pytest.raises(ActorOwnedElsewhere):
-        await store.acquire_lease("a1", "n2", 1_000)
-    await store.commit(ActorCommit("a1", fence=lease.generation, set_wake_at=True))
-    await store.release_lease(lease)
-    assert await store.claim_due_actors("n2", NOW, 10, LONG) == []  # its alarm is gone
-
-
-async def test_concurrent_claimers_never_get_the_same_actor(
-    store: Store, store_factory: StoreFactory, tmp_path: Path
-) -> None:
-    # Two store objects on one database where a backend allows it (a MemoryStore is its
-    # own database); each claimer loops until nothing is left.
-    other = store if isinstance(store, MemoryStore) else store_factory(tmp_path)
-    await wait(other.open())
-    try:
-        ids = [f"a{index:02d}" for index in range(60)]
-        for index, actor_id in enumerate(ids):
-            await store.create_actor(record(actor_id, wake_at=NOW + index % 5))
-
-        async def claim_all(claimer: Store, node: str) -> list[str]:
-            got: list[str] = []
-            while batch := await claimer.claim_due_actors(node, NOW + 10, 3, LONG):
-                got.extend(taken.actor_id for taken, _ in batch)
-                await asyncio.sleep(0)
-            return got
-
-        first, second = await wait(asyncio.gather(claim_all(store, "n1"), claim_all(other, "n2")))
-        assert not set(first) & set(second)
-        assert sorted(first + second) == ids
-        for actor_id in ids:
-            lease = await store.get_lease(actor_id)
-            assert lease is not None
-            assert lease.node_id == ("n1" if actor_id in first else "n2")
-            assert lease.generation == 1
-    finally:
-        if other is not store:
-            await other.close()
 
 
 # --- wake-up notifications --------------------------------------------------------------
@@ -258,13 +158,9 @@ async def test_a_closed_store_refuses_ownership_and_membership_calls(
     lease = Lease("a1", "n1", 1, NOW)
     calls: list[Any] = [
         closed.acquire_lease("a1", "n1", 1_000),
-        closed.renew_lease(lease, 1_000),
         closed.release_lease(lease),
         closed.get_lease("a1"),
-        closed.claim_due_actors("n1", NOW, 10, 1_000),
         closed.watch_wakeups(print),
-        closed.renew_leases([lease], 1_000),
-        closed.renew_leases([], 1_000),
         closed.register_node("n1", "http://n1:6420", 1_000),
         closed.heartbeat_node("n1", 1_000),
         closed.deregister_node("n1"),

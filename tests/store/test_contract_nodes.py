@@ -1,6 +1,6 @@
 """The membership part of the store contract (perdure.store.base), run against every
-backend: registering, heartbeating, listing and deregistering nodes, the live-lease
-count of each node, and renewing many leases at once.
+backend: registering, heartbeating, listing and deregistering nodes, and the live-lease
+count of each node.
 
 As in test_contract_leases.py, times passed as ``now`` are far in the past of the real
 clock (the store's own clock sees them as expired) or relative to each other.
@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from perdure.errors import ActorOwnedElsewhere
-from perdure.store import Lease, NodeRecord, Store
+from perdure.store import NodeRecord, Store
 from perdure.store._shared import wall_clock_ms
 
 from .test_contract import NOW, record
@@ -99,8 +99,6 @@ async def test_ttls_must_be_positive(store: Store) -> None:
     await store.register_node("n1", ADDRESS, 1_000, now=NOW)
     with pytest.raises(ValueError, match="ttl_ms"):
         await store.heartbeat_node("n1", -5)
-    with pytest.raises(ValueError, match="ttl_ms"):
-        await store.renew_leases([], 0)
     [node] = await store.list_nodes(include_dead=True)
     assert node.expires_at == NOW + 1_000  # the refused heartbeat changed nothing
 
@@ -163,61 +161,3 @@ async def test_a_lone_server_cannot_claim_an_actor_of_a_heartbeating_node(store:
     claimed = await store.claim_actor("a1")
     assert claimed is not None
     assert await store.get_lease("a1") is None
-
-
-# --- renewing many leases at once -------------------------------------------------------
-
-
-async def test_renew_leases_renews_the_current_ones_and_omits_the_lost(store: Store) -> None:
-    for actor_id in ("a1", "a2", "a3", "a4", "a5", "a6"):
-        await store.create_actor(record(actor_id))
-    # All acquired at PAST, so expired on the store's clock: nobody took a1, a2 or a6 since.
-    _, a1 = await store.acquire_lease("a1", "n1", 1_000, now=PAST)
-    _, a2 = await store.acquire_lease("a2", "n1", 1_000, now=PAST)
-    _, a3 = await store.acquire_lease("a3", "n1", 1_000, now=PAST)
-    _, a3_taken = await store.acquire_lease("a3", "n2", LONG)  # taken by another node
-    _, a4 = await store.acquire_lease("a4", "n1", 1_000, now=PAST)
-    await store.release_lease(a4)
-    _, a5 = await store.acquire_lease("a5", "n1", 1_000, now=PAST)
-    await store.delete_actor("a5")
-    _, a6_old = await store.acquire_lease("a6", "n1", 1_000, now=PAST)
-    _, a6 = await store.acquire_lease("a6", "n1", 1_000, now=PAST)  # a newer instance
-    wrong_node = Lease("a1", "n2", a1.generation, a1.expires_at)
-    wrong_generation = Lease("a2", "n1", a2.generation + 1, a2.expires_at)
-
-    given = [a1, a3, a4, a5, a6_old, wrong_node, a6, wrong_generation, a2]
-    renewed = await store.renew_leases(given, 5_000, now=PAST + 2_000)
-    expected = [
-        Lease("a1", "n1", a1.generation, PAST + 7_000),
-        Lease("a6", "n1", a6.generation, PAST + 7_000),
-        Lease("a2", "n1", a2.generation, PAST + 7_000),
-    ]
-    assert renewed == expected  # in the order given
-    for lease in expected:
-        assert await store.get_lease(lease.actor_id) == lease
-    # The leases not renewed were left alone.
-    assert await store.get_lease("a3") == a3_taken
-    assert await store.get_lease("a4") is None
-    assert await store.get_lease("a5") is None
-    assert await store.get_actor("a5") is None
-
-
-async def test_renewed_leases_are_live_on_the_store_clock(store: Store) -> None:
-    await store.create_actor(record("a1"))
-    await store.register_node("n1", ADDRESS, LONG)
-    _, lease = await store.acquire_lease("a1", "n1", 1_000, now=PAST)
-    [renewed] = await store.renew_leases([lease, lease], LONG)  # the same lease, once
-    assert renewed.expires_at >= wall_clock_ms() + LONG - 60_000
-    assert renewed == Lease("a1", "n1", lease.generation, renewed.expires_at)
-    assert await store.get_lease("a1") == renewed
-    await store.deregister_node("n1")  # without a heartbeat, the renewed expiry holds
-    with pytest.raises(ActorOwnedElsewhere):
-        await store.acquire_lease("a1", "n2", LONG)
-
-
-async def test_renewing_no_leases_renews_nothing(store: Store) -> None:
-    await store.create_actor(record("a1"))
-    _, lease = await store.acquire_lease("a1", "n1", 1_000, now=PAST)
-    assert await store.renew_leases([], 5_000, now=PAST + 2_000) == []
-    assert await store.renew_leases((), LONG) == []
-    assert await store.get_lease("a1") == lease

@@ -554,53 +554,13 @@ async def test_the_second_fencing_counter_is_gone(schema: str) -> None:
     assert "lease_generation" not in names
 
 
-async def test_two_claimers_never_get_the_same_actor(schema: str) -> None:
-    async with opened(schema) as one, opened(schema) as two:
-        ids = [f"a{index:03d}" for index in range(300)]
-        for index, actor_id in enumerate(ids):
-            await one.create_actor(record(actor_id, wake_at=NOW + index % 7))
-
-        async def claim_all(store: PostgresStore, node: str) -> list[str]:
-            got: list[str] = []
-            while batch := await store.claim_due_actors(node, NOW + 100, 7, 60_000):
-                got.extend(taken.actor_id for taken, _ in batch)
-            return got
-
-        first, second = await asyncio.wait_for(
-            asyncio.gather(claim_all(one, "n1"), claim_all(two, "n2")), TIMEOUT * 3
-        )
-        assert not set(first) & set(second)
-        assert sorted(first + second) == ids
-        assert first, "both claimers ran at once"
-        assert second, "both claimers ran at once"
-        owners = await rows(schema, "SELECT owner_node, count(*) FROM actors GROUP BY 1")
-        assert dict(owners) == {"n1": len(first), "n2": len(second)}
-        generations = await rows(schema, "SELECT DISTINCT generation FROM actors")
-        assert generations == [(1,)]  # each actor taken exactly once
-
-
-async def test_claims_skip_rows_locked_by_another_claimer(schema: str) -> None:
-    async with opened(schema) as store, raw(schema) as other:
-        for actor_id in ("a", "b", "c"):
-            await store.create_actor(record(actor_id, wake_at=NOW))
-        async with other.transaction():
-            await other.execute("SELECT 1 FROM actors WHERE actor_id = 'b' FOR UPDATE")
-            claimed = await asyncio.wait_for(store.claim_due_actors("n1", NOW, 10, 1_000), 2)
-            assert [taken.actor_id for taken, _ in claimed] == ["a", "c"]
-
-
 async def test_leases_use_the_database_clock_by_default(schema: str) -> None:
     async with opened(schema) as store:
-        await store.create_actor(record("a1", wake_at=NOW))
-        await store.create_actor(record("a2"))
-        [(_, claimed)] = await store.claim_due_actors("n1", NOW, 10, 60_000)
-        _, acquired = await store.acquire_lease("a2", "n1", 60_000)
+        await store.create_actor(record("a1"))
+        _, lease = await store.acquire_lease("a1", "n1", 60_000)
         (now_ms,) = (await rows(schema, "SELECT (extract(epoch FROM now()) * 1000)::bigint"))[0]
-        for lease in (claimed, acquired):
-            assert abs(lease.expires_at - (now_ms + 60_000)) < 10_000
-            assert await _lease(schema, lease.actor_id) == ("n1", 1, lease.expires_at)
-        renewed = await store.renew_lease(acquired, 120_000)
-        assert abs(renewed.expires_at - (now_ms + 120_000)) < 10_000
+        assert abs(lease.expires_at - (now_ms + 60_000)) < 10_000
+        assert await _lease(schema, "a1") == ("n1", 1, lease.expires_at)
 
 
 async def test_an_acquire_waits_for_a_previous_owners_last_transaction(schema: str) -> None:

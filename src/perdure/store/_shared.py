@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
 
 from perdure.errors import ActorNotFound, InvalidRequest
@@ -24,7 +24,6 @@ __all__ = [
     "new_node",
     "node_from_row",
     "normalize_record",
-    "renewed_leases",
     "settle_ops",
     "wall_clock_ms",
 ]
@@ -120,24 +119,6 @@ def lease_from_rows(actor_id: str, rows: list[Any]) -> Lease | None:
         return None
     generation, owner, expires_at = rows[0]
     return Lease(actor_id, owner, generation, expires_at)
-
-
-LeaseKey = tuple[str, str, int]
-
-
-def renewed_leases(leases: Sequence[Lease], expiries: Mapping[LeaseKey, int]) -> list[Lease]:
-    """What :meth:`Store.renew_leases` returns: each of ``leases`` whose ``(actor_id,
-    node_id, generation)`` is in ``expiries``, with that new expiry, in the order given
-    and each once."""
-    renewed: list[Lease] = []
-    seen: set[LeaseKey] = set()
-    for lease in leases:
-        key = (lease.actor_id, lease.node_id, lease.generation)
-        expires_at = expiries.get(key)
-        if expires_at is not None and key not in seen:
-            seen.add(key)
-            renewed.append(Lease(*key, expires_at))
-    return renewed
 
 
 def new_node(node_id: str, address: str, ttl_ms: int, now: int) -> NodeRecord:

@@ -29,24 +29,20 @@ write to it:
 - :meth:`Store.acquire_lease` takes it for a node until ``now + ttl_ms``, and refuses
   (:class:`~perdure.errors.ActorOwnedElsewhere`) while another node's lease is
   unexpired;
-- :meth:`Store.claim_due_actors` does the same for actors whose alarm is due, handing
-  each one to exactly one of the nodes that ask at the same time;
 - :meth:`Store.claim_actor` is the one-node form (a single server, SQLite): it takes the
   actor without recording an owner, and refuses as acquiring does while a node's lease
   is unexpired;
-- :meth:`Store.renew_lease` extends a lease whose generation and owner are unchanged,
-  else raises :class:`~perdure.errors.LeaseLost`; :meth:`Store.release_lease`
-  gives it back (clears the owner, keeps the generation).
+- :meth:`Store.release_lease` gives the actor back (clears the owner, keeps the
+  generation).
 
 A lease is live while ``now < expires_at``, or while its node is registered and its
-heartbeat has not expired (:meth:`Store.register_node`, ``nodes.expires_at``): a node
-that heartbeats keeps every lease it holds without renewing each one, so a cluster node's
-upkeep is one statement per heartbeat whatever the number of its actors. ``now`` is the
-store's clock: PostgreSQL's (``clock_timestamp()``, the one clock every node shares),
-wall-clock milliseconds for memory and SQLite (one process owns those). Each lease
-method takes an explicit ``now`` for tests. An expired lease still fences: it only stops
-refusing other nodes. :meth:`Store.renew_leases` renews many leases' own expiries at once
-(for a holder that does not heartbeat as a node).
+heartbeat has not expired (:meth:`Store.register_node`, ``nodes.expires_at``). Leases
+are not renewed one by one: a node keeps every lease it holds by heartbeating
+(:meth:`Store.heartbeat_node`), so a cluster node's upkeep is one statement per heartbeat
+whatever the number of its actors. ``now`` is the store's clock: PostgreSQL's
+(``clock_timestamp()``, the one clock every node shares), wall-clock milliseconds for
+memory and SQLite (one process owns those). Each lease method takes an explicit ``now``
+for tests. An expired lease still fences: it only stops refusing other nodes.
 
 Membership. The server processes of a cluster register themselves as nodes
 (:class:`NodeRecord`: id, address, expiry) and heartbeat to stay alive; a node whose
@@ -58,7 +54,7 @@ from __future__ import annotations
 
 import asyncio
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -382,32 +378,6 @@ class Store(ABC):
         """
 
     @abstractmethod
-    async def renew_lease(self, lease: Lease, ttl_ms: int, *, now: int | None = None) -> Lease:
-        """Extend ``lease`` to ``now + ttl_ms``; return the renewed lease.
-
-        Succeeds while the actor's generation and owner are still the lease's, even if
-        it expired meanwhile (nobody took the actor, so ownership never changed hands).
-        Raises :class:`~perdure.errors.LeaseLost` otherwise (taken by another node
-        or instance, released, or the actor deleted).
-        """
-
-    @abstractmethod
-    async def renew_leases(
-        self, leases: Sequence[Lease], ttl_ms: int, *, now: int | None = None
-    ) -> list[Lease]:
-        """Renew many leases at once, each as :meth:`renew_lease` would; return those
-        renewed (with their new ``expires_at``), in the order given, each once.
-
-        A lease missing from the result is lost (taken by another node or instance,
-        released, or its actor deleted): nothing is raised. Each lease is checked
-        against its own ``node_id``, even if they are normally all one node's. ``[]``
-        for no leases, without a round trip; ``ValueError`` unless ``ttl_ms > 0``.
-        Unlike :meth:`renew_lease` it is not ordered after the writes submitted before
-        it (PostgreSQL sends it beside the group-commit writer, so that a node's
-        heartbeat never waits for a large batch of commits).
-        """
-
-    @abstractmethod
     async def release_lease(self, lease: Lease) -> None:
         """Give the actor back: clear its owner if the lease is still the current one.
 
@@ -423,19 +393,6 @@ class Store(ABC):
 
         An expired lease is returned as it is stored: whether it still keeps other
         nodes out is for :meth:`acquire_lease` to decide, on the store's clock.
-        """
-
-    @abstractmethod
-    async def claim_due_actors(
-        self, node_id: str, until: int, limit: int, ttl_ms: int, *, now: int | None = None
-    ) -> list[tuple[ActorRecord, Lease]]:
-        """Acquire up to ``limit`` actors whose ``wake_at <= until`` for ``node_id``.
-
-        Only actors without an unexpired lease are taken (this node's own live leases
-        are skipped too, so that actors it already holds cannot fill every batch); each
-        is acquired as by :meth:`acquire_lease`. Two nodes (or stores) calling at once
-        never receive the same actor, and neither waits for the other. Earliest
-        ``wake_at`` first, ties by id; ``[]`` when ``limit <= 0``.
         """
 
     # --- membership (see the module docstring) -----------------------------------------

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 from perdure.errors import (
     ActorAlreadyExists,
     ActorNotFound,
     ActorOwnedElsewhere,
-    LeaseLost,
     StoreClosed,
 )
 from perdure.keys import Key
@@ -27,7 +26,6 @@ from perdure.store._shared import (
     lease_is_live,
     new_node,
     normalize_record,
-    renewed_leases,
     wall_clock_ms,
 )
 from perdure.store.base import (
@@ -118,10 +116,6 @@ class MemoryStore(Store):
         if lease is not None and lease[0] != node_id and self._lease_live(lease, now):
             raise ActorOwnedElsewhere(actor_id, lease[0], self._held_until(lease))
 
-    def _is_leased(self, actor_id: str, now: int) -> bool:
-        lease = self._leases.get(actor_id)
-        return lease is not None and self._lease_live(lease, now)
-
     def _held_until(self, lease: tuple[str, int]) -> int:
         """Until when a lease keeps others out: its node's heartbeat, if later."""
         node = self._nodes.get(lease[0])
@@ -166,30 +160,6 @@ class MemoryStore(Store):
             and stored[0] == lease.node_id
         )
 
-    async def renew_lease(self, lease: Lease, ttl_ms: int, *, now: int | None = None) -> Lease:
-        """Extend ``lease`` if it is still the current one, else ``LeaseLost``."""
-        self._check_open()
-        check_ttl(ttl_ms)
-        now = wall_clock_ms() if now is None else now
-        if not self._is_current(lease):
-            raise LeaseLost(lease.actor_id, lease.node_id, lease.generation)
-        self._leases[lease.actor_id] = (lease.node_id, now + ttl_ms)
-        return dataclasses.replace(lease, expires_at=now + ttl_ms)
-
-    async def renew_leases(
-        self, leases: Sequence[Lease], ttl_ms: int, *, now: int | None = None
-    ) -> list[Lease]:
-        """Extend each of ``leases`` that is still current; return those renewed."""
-        self._check_open()
-        check_ttl(ttl_ms)
-        now = wall_clock_ms() if now is None else now
-        expiries: dict[tuple[str, str, int], int] = {}
-        for lease in leases:
-            if self._is_current(lease):
-                self._leases[lease.actor_id] = (lease.node_id, now + ttl_ms)
-                expiries[(lease.actor_id, lease.node_id, lease.generation)] = now + ttl_ms
-        return renewed_leases(leases, expiries)
-
     async def release_lease(self, lease: Lease) -> None:
         """Clear the owner if ``lease`` is still the current one."""
         self._check_open()
@@ -204,26 +174,6 @@ class MemoryStore(Store):
         if stored is None or record is None:
             return None
         return Lease(actor_id, stored[0], record.generation, stored[1])
-
-    async def claim_due_actors(
-        self, node_id: str, until: int, limit: int, ttl_ms: int, *, now: int | None = None
-    ) -> list[tuple[ActorRecord, Lease]]:
-        """Acquire due actors with no live lease for ``node_id``, earliest first."""
-        self._check_open()
-        check_ttl(ttl_ms)
-        if limit <= 0:
-            return []
-        now = wall_clock_ms() if now is None else now
-        due = sorted(
-            (record.wake_at, actor_id)
-            for actor_id, record in self._actors.items()
-            if record.wake_at is not None
-            and record.wake_at <= until
-            and not self._is_leased(actor_id, now)
-        )
-        return [
-            self._take(self._actors[actor_id], node_id, now + ttl_ms) for _, actor_id in due[:limit]
-        ]
 
     # --- membership ------------------------------------------------------------------
 

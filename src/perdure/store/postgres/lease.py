@@ -1,17 +1,14 @@
 """The PostgreSQL statements that take and give back actors: claims and leases.
 
-Claiming, acquiring, renewing and releasing are write operations of the pipelined
-writer (:mod:`perdure.store.postgres.writer`), one statement each, so they come after
-every write this store submitted before them. Taking an actor locks its row ``FOR
-UPDATE`` first: that waits for every other session's transaction holding a lock on the
-row (a previous owner's last commit, even the ``FOR KEY SHARE`` of one that writes no
-actor column), and the ``UPDATE`` then re-reads the newest row version (``READ
-COMMITTED``), so the lease test and the returned record see everything committed
-before. Expiry is the database's clock (``clock_timestamp()``), which every node
-shares, unless the caller passes ``now``.
-
-Claiming due actors (:data:`CLAIM_DUE`) runs on a pooled connection instead: it locks
-with ``SKIP LOCKED`` and never waits, so it has no reason to queue behind the writer.
+Claiming, acquiring and releasing are write operations of the pipelined writer
+(:mod:`perdure.store.postgres.writer`), one statement each, so they come after every
+write this store submitted before them. Taking an actor locks its row ``FOR UPDATE``
+first: that waits for every other session's transaction holding a lock on the row (a
+previous owner's last commit, even the ``FOR KEY SHARE`` of one that writes no actor
+column), and the ``UPDATE`` then re-reads the newest row version (``READ COMMITTED``),
+so the lease test and the returned record see everything committed before. Expiry is
+the database's clock (``clock_timestamp()``), which every node shares, unless the
+caller passes ``now``.
 """
 
 from __future__ import annotations
@@ -19,22 +16,12 @@ from __future__ import annotations
 import asyncio
 from typing import Any, LiteralString
 
-from perdure.errors import ActorNotFound, ActorOwnedElsewhere, LeaseLost
+from perdure.errors import ActorNotFound, ActorOwnedElsewhere
 from perdure.store.base import ActorRecord, Lease
 from perdure.store.postgres.ops import WriteOp
 from perdure.store.postgres.sql import ACTOR_COLUMNS, record_from_row
 
-__all__ = [
-    "CLAIM_DUE",
-    "CLOCK",
-    "GET_LEASE",
-    "RENEW",
-    "AcquireOp",
-    "ClaimOp",
-    "ReleaseOp",
-    "RenewOp",
-    "lease_from_row",
-]
+__all__ = ["CLOCK", "GET_LEASE", "AcquireOp", "ClaimOp", "ReleaseOp"]
 
 _T_COLUMNS = ", ".join("t." + column for column in ACTOR_COLUMNS.split(", "))
 # The store's clock as CTE `c`: the caller's `now`, else the database's.
@@ -77,29 +64,10 @@ _ACQUIRE: LiteralString = (
 _CURRENT: LiteralString = (
     "t.actor_id = %(actor_id)s AND t.generation = %(generation)s AND t.owner_node = %(node)s"
 )
-# One row (the new expiry) if the lease is still current; waits for the row's lock.
-RENEW: LiteralString = (
-    f"WITH {CLOCK} UPDATE actors AS t SET lease_expires_at = c.ms + %(ttl)s FROM c"
-    f" WHERE {_CURRENT} RETURNING t.lease_expires_at"
-)
 # A statement that always answers one row (the writer reads one per operation).
 _RELEASE: LiteralString = (
     "WITH r AS (UPDATE actors AS t SET owner_node = NULL, lease_expires_at = NULL"
     f" WHERE {_CURRENT} RETURNING 1) SELECT count(*) FROM r"
-)
-
-# Claims due actors whose lease is free or expired. SKIP LOCKED passes over rows another
-# node is claiming right now; a row it has just claimed is re-checked after its commit
-# (READ COMMITTED) and fails the lease test.
-CLAIM_DUE: LiteralString = (
-    "WITH c AS (SELECT COALESCE(%(now)s::bigint,"
-    " (extract(epoch FROM clock_timestamp()) * 1000)::bigint) AS ms),"
-    " due AS (SELECT t.actor_id FROM actors AS t, c"
-    f" WHERE t.wake_at IS NOT NULL AND t.wake_at <= %(until)s AND {_FREE}"
-    " ORDER BY t.wake_at, t.actor_id LIMIT %(limit)s FOR UPDATE OF t SKIP LOCKED)"
-    " UPDATE actors AS t SET generation = t.generation + 1, owner_node = %(node)s,"
-    " lease_expires_at = c.ms + %(ttl)s FROM due, c WHERE t.actor_id = due.actor_id"
-    f" RETURNING {_T_COLUMNS}, t.lease_expires_at"
 )
 
 GET_LEASE: LiteralString = (
@@ -110,7 +78,7 @@ GET_LEASE: LiteralString = (
 _COLUMNS = len(ACTOR_COLUMNS.split(", "))
 
 
-def lease_from_row(row: tuple[Any, ...], node_id: str) -> tuple[ActorRecord, Lease]:
+def _lease_from_row(row: tuple[Any, ...], node_id: str) -> tuple[ActorRecord, Lease]:
     """The record and lease of a row of actor columns followed by ``lease_expires_at``."""
     record = record_from_row(row)
     return record, Lease(record.actor_id, node_id, record.generation, row[_COLUMNS])
@@ -162,33 +130,7 @@ class AcquireOp(WriteOp):
         elif row[0] is None:
             self.error = _refused(self.actor_id, row)
         else:
-            self.result = lease_from_row(row, self.node_id)
-
-
-class RenewOp(WriteOp):
-    """:meth:`Store.renew_lease`: the result is the renewed lease."""
-
-    __slots__ = ("lease",)
-
-    def __init__(
-        self, future: asyncio.Future[Any], lease: Lease, ttl_ms: int, now: int | None
-    ) -> None:
-        params = {
-            "actor_id": lease.actor_id,
-            "generation": lease.generation,
-            "node": lease.node_id,
-            "ttl": ttl_ms,
-            "now": now,
-        }
-        super().__init__(future, RENEW, params)
-        self.lease = lease
-
-    def read(self, row: tuple[Any, ...] | None) -> None:
-        lease = self.lease
-        if row is None:
-            self.error = LeaseLost(lease.actor_id, lease.node_id, lease.generation)
-        else:
-            self.result = Lease(lease.actor_id, lease.node_id, lease.generation, row[0])
+            self.result = _lease_from_row(row, self.node_id)
 
 
 class ReleaseOp(WriteOp):

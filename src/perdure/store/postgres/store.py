@@ -11,17 +11,15 @@ of many actors into one transaction sent in one round trip (see
 For several nodes on one database (DESIGN §5) each actor row carries an ownership lease
 (``owner_node``, ``lease_expires_at``) fenced by its ``generation`` (see
 :mod:`perdure.store.base` and :mod:`perdure.store.postgres.lease`), on the database's
-clock; :meth:`claim_due_actors` hands due actors to one node with ``FOR UPDATE SKIP
-LOCKED``, and :meth:`watch_wakeups` reports alarms set by any node through
-``LISTEN/NOTIFY``. Cluster membership (the ``nodes`` table) and the renewal of a node's
-leases go over pooled connections, beside the writer (see
-:mod:`perdure.store.postgres.nodes`).
+clock, and :meth:`watch_wakeups` reports alarms set by any node through
+``LISTEN/NOTIFY``. Cluster membership (the ``nodes`` table) goes over pooled
+connections, beside the writer (see :mod:`perdure.store.postgres.nodes`).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any, LiteralString
 
 import psycopg
@@ -29,7 +27,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from perdure.errors import StoreClosed
 from perdure.keys import Key, serialize_key
-from perdure.store._shared import check_ttl, lease_from_rows, node_from_row, renewed_leases
+from perdure.store._shared import check_ttl, lease_from_rows, node_from_row
 from perdure.store.base import (
     ActorCommit,
     ActorRecord,
@@ -43,25 +41,9 @@ from perdure.store.base import (
     Store,
     WakeupCallback,
 )
-from perdure.store.postgres.lease import (
-    CLAIM_DUE,
-    GET_LEASE,
-    RENEW,
-    AcquireOp,
-    ClaimOp,
-    ReleaseOp,
-    RenewOp,
-    lease_from_row,
-)
+from perdure.store.postgres.lease import GET_LEASE, AcquireOp, ClaimOp, ReleaseOp
 from perdure.store.postgres.listen import WakeupListener
-from perdure.store.postgres.nodes import (
-    DEREGISTER_NODE,
-    HEARTBEAT_NODE,
-    LIST_NODES,
-    REGISTER_NODE,
-    RENEW_LEASES,
-    renew_leases_params,
-)
+from perdure.store.postgres.nodes import DEREGISTER_NODE, HEARTBEAT_NODE, LIST_NODES, REGISTER_NODE
 from perdure.store.postgres.ops import CommitOp, CreateOp, DeleteOp, WriteOp
 from perdure.store.postgres.outage import bounded
 from perdure.store.postgres.schema import (
@@ -421,39 +403,6 @@ class PostgresStore(Store):
         taken: tuple[ActorRecord, Lease] = await self._submit(op, actor_id)
         return taken
 
-    async def renew_lease(self, lease: Lease, ttl_ms: int, *, now: int | None = None) -> Lease:
-        """Extend ``lease`` if it is still the current one, else ``LeaseLost``."""
-        check_ttl(ttl_ms)
-        renewed: Lease = await self._submit(
-            RenewOp(self._new_future(), lease, ttl_ms, now), lease.actor_id
-        )
-        return renewed
-
-    async def renew_leases(
-        self, leases: Sequence[Lease], ttl_ms: int, *, now: int | None = None
-    ) -> list[Lease]:
-        """Extend each of ``leases`` that is still current: one statement on a pooled
-        connection, beside the writer (see :mod:`perdure.store.postgres.nodes`).
-
-        Leases whose row a transaction holds locked (a commit in flight) are renewed
-        after it, one statement each, once that lock is released.
-        """
-        check_ttl(ttl_ms)
-        self._check_open()
-        if not leases:
-            return []
-        rows = await self._rows(RENEW_LEASES, renew_leases_params(leases, ttl_ms, now))
-        expiries: dict[tuple[str, str, int], int] = {}
-        for actor_id, node_id, generation, expires_at in rows:
-            key = (actor_id, node_id, generation)
-            if expires_at is None and key not in expiries:  # busy
-                params = {"actor_id": actor_id, "node": node_id, "generation": generation}
-                renewed = await self._rows(RENEW, {**params, "ttl": ttl_ms, "now": now})
-                expires_at = renewed[0][0] if renewed else None
-            if expires_at is not None:
-                expiries[key] = expires_at
-        return renewed_leases(leases, expiries)
-
     async def release_lease(self, lease: Lease) -> None:
         """Clear the owner if ``lease`` is still the current one."""
         await self._submit(ReleaseOp(self._new_future(), lease), lease.actor_id)
@@ -461,36 +410,6 @@ class PostgresStore(Store):
     async def get_lease(self, actor_id: str) -> Lease | None:
         """The lease recorded on the actor, or ``None``."""
         return lease_from_rows(actor_id, await self._rows(GET_LEASE, (actor_id,)))
-
-    async def claim_due_actors(
-        self, node_id: str, until: int, limit: int, ttl_ms: int, *, now: int | None = None
-    ) -> list[tuple[ActorRecord, Lease]]:
-        """Acquire up to ``limit`` due actors for ``node_id`` (see the contract).
-
-        On a pooled connection, with ``FOR UPDATE SKIP LOCKED``: two nodes claiming at
-        once never receive the same actor, and neither waits for the other (a row
-        whose owner is still committing is left for the next call). Not retried on a
-        broken connection, unlike reads: the first attempt may have taken actors.
-        """
-        check_ttl(ttl_ms)
-        pool = self._pool
-        if pool is None:
-            raise StoreClosed("PostgreSQL")
-        if limit <= 0:
-            return []
-        params = {"node": node_id, "until": until, "limit": limit, "ttl": ttl_ms, "now": now}
-
-        async def claim() -> list[tuple[Any, ...]]:
-            async with pooled(pool) as conn:
-                cursor = conn.cursor(binary=True)
-                await cursor.execute(CLAIM_DUE, params)
-                return await cursor.fetchall()
-
-        rows = await bounded(claim(), self.store_timeout)
-        taken = [lease_from_row(row, node_id) for row in rows]
-        # Every row taken is due: wake_at is set.
-        taken.sort(key=lambda item: (item[0].wake_at or 0, item[0].actor_id))
-        return taken
 
     # --- membership: on pooled connections, beside the writer ---------------------------
 

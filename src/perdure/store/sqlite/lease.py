@@ -13,11 +13,11 @@ import asyncio
 import sqlite3
 from typing import Any
 
-from perdure.errors import ActorNotFound, ActorOwnedElsewhere, LeaseLost
+from perdure.errors import ActorNotFound, ActorOwnedElsewhere
 from perdure.store.base import Lease
 from perdure.store.sqlite.ops import WriteOp
 
-__all__ = ["AcquireOp", "ClaimDueOp", "ClaimOp", "ReleaseOp", "RenewLeasesOp", "RenewOp"]
+__all__ = ["AcquireOp", "ClaimOp", "ReleaseOp"]
 
 # A lease keeps other nodes out while its own expiry has not passed, or while its node
 # heartbeats (see base.py). Two parameters: now, now.
@@ -103,46 +103,6 @@ class AcquireOp(WriteOp):
 
 
 _CURRENT = "actor_id = ? AND generation = ? AND owner_node = ?"
-_RENEW = f"UPDATE actors SET lease_expires_at = ? WHERE {_CURRENT}"
-
-
-class RenewOp(WriteOp):
-    """:meth:`Store.renew_lease`: the result is the new ``expires_at``."""
-
-    __slots__ = ("expires_at", "lease")
-
-    def __init__(self, future: asyncio.Future[Any], lease: Lease, expires_at: int) -> None:
-        super().__init__(future)
-        self.lease = lease
-        self.expires_at = expires_at
-
-    def apply(self, db: sqlite3.Connection) -> None:
-        lease = self.lease
-        params = (self.expires_at, lease.actor_id, lease.generation, lease.node_id)
-        if db.execute(_RENEW, params).rowcount:
-            self.result = self.expires_at
-        else:
-            self.error = LeaseLost(lease.actor_id, lease.node_id, lease.generation)
-
-
-class RenewLeasesOp(WriteOp):
-    """:meth:`Store.renew_leases`: the result maps each renewed lease's ``(actor_id,
-    node_id, generation)`` to its new ``expires_at``."""
-
-    __slots__ = ("expires_at", "leases")
-
-    def __init__(self, future: asyncio.Future[Any], leases: list[Lease], expires_at: int) -> None:
-        super().__init__(future)
-        self.leases = leases
-        self.expires_at = expires_at
-
-    def apply(self, db: sqlite3.Connection) -> None:
-        renewed: dict[tuple[str, str, int], int] = {}
-        for lease in self.leases:
-            params = (self.expires_at, lease.actor_id, lease.generation, lease.node_id)
-            if db.execute(_RENEW, params).rowcount:
-                renewed[(lease.actor_id, lease.node_id, lease.generation)] = self.expires_at
-        self.result = renewed
 
 
 class ReleaseOp(WriteOp):
@@ -160,32 +120,3 @@ class ReleaseOp(WriteOp):
             f"UPDATE actors SET owner_node = NULL, lease_expires_at = NULL WHERE {_CURRENT}",
             (lease.actor_id, lease.generation, lease.node_id),
         )
-
-
-class ClaimDueOp(WriteOp):
-    """:meth:`Store.claim_due_actors`: the result is the rows taken (in no order)."""
-
-    __slots__ = ("params", "sql")
-
-    def __init__(
-        self,
-        future: asyncio.Future[Any],
-        node_id: str,
-        until: int,
-        limit: int,
-        expires_at: int,
-        now: int,
-        columns: str,
-    ) -> None:
-        super().__init__(future)
-        # `wake_at IS NOT NULL` lets the subquery read the partial index actors_wake_at.
-        self.sql = (
-            "UPDATE actors SET generation = generation + 1, owner_node = ?,"
-            " lease_expires_at = ? WHERE actor_id IN (SELECT actor_id FROM actors"
-            f" WHERE wake_at IS NOT NULL AND wake_at <= ? AND {_FREE}"
-            f" ORDER BY wake_at, actor_id LIMIT ?) RETURNING {columns}"
-        )
-        self.params = (node_id, expires_at, until, now, now, limit)
-
-    def apply(self, db: sqlite3.Connection) -> None:
-        self.result = db.execute(self.sql, self.params).fetchall()

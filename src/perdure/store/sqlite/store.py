@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +30,6 @@ from perdure.store._shared import (
     lease_from_rows,
     new_node,
     node_from_row,
-    renewed_leases,
     wall_clock_ms,
 )
 from perdure.store.base import (
@@ -46,14 +45,7 @@ from perdure.store.base import (
     Store,
     WakeupCallback,
 )
-from perdure.store.sqlite.lease import (
-    AcquireOp,
-    ClaimDueOp,
-    ClaimOp,
-    ReleaseOp,
-    RenewLeasesOp,
-    RenewOp,
-)
+from perdure.store.sqlite.lease import AcquireOp, ClaimOp, ReleaseOp
 from perdure.store.sqlite.lock import DataLock, acquire_data_lock, lock_file_for
 from perdure.store.sqlite.nodes import (
     DEREGISTER_NODE,
@@ -318,28 +310,6 @@ class SQLiteStore(Store):
         record = _record(row)
         return record, Lease(actor_id, node_id, record.generation, expires_at)
 
-    async def renew_lease(self, lease: Lease, ttl_ms: int, *, now: int | None = None) -> Lease:
-        """Extend ``lease`` if it is still the current one, else ``LeaseLost``."""
-        check_ttl(ttl_ms)
-        now = wall_clock_ms() if now is None else now
-        expires_at: int = await self._submit(RenewOp(self._new_future(), lease, now + ttl_ms))
-        return Lease(lease.actor_id, lease.node_id, lease.generation, expires_at)
-
-    async def renew_leases(
-        self, leases: Sequence[Lease], ttl_ms: int, *, now: int | None = None
-    ) -> list[Lease]:
-        """Extend each of ``leases`` that is still current, in one transaction."""
-        check_ttl(ttl_ms)
-        if self._writer is None:
-            raise StoreClosed("SQLite")
-        if not leases:
-            return []
-        now = wall_clock_ms() if now is None else now
-        leases = list(leases)
-        op = RenewLeasesOp(self._new_future(), leases, now + ttl_ms)
-        expiries = await self._submit(op)
-        return renewed_leases(leases, expiries)
-
     async def release_lease(self, lease: Lease) -> None:
         """Clear the owner if ``lease`` is still the current one."""
         await self._submit(ReleaseOp(self._new_future(), lease))
@@ -347,27 +317,6 @@ class SQLiteStore(Store):
     async def get_lease(self, actor_id: str) -> Lease | None:
         """The lease recorded on the actor, or ``None``."""
         return lease_from_rows(actor_id, self._rows(_GET_LEASE, (actor_id,)))
-
-    async def claim_due_actors(
-        self, node_id: str, until: int, limit: int, ttl_ms: int, *, now: int | None = None
-    ) -> list[tuple[ActorRecord, Lease]]:
-        """Acquire due actors with no live lease for ``node_id``, earliest first."""
-        check_ttl(ttl_ms)
-        if limit <= 0:
-            if self._writer is None:
-                raise StoreClosed("SQLite")
-            return []
-        now = wall_clock_ms() if now is None else now
-        expires_at = now + ttl_ms
-        op = ClaimDueOp(self._new_future(), node_id, until, limit, expires_at, now, _ACTOR_COLUMNS)
-        records = sorted(
-            (_record(row) for row in await self._submit(op)),
-            key=lambda record: (record.wake_at or 0, record.actor_id),  # all are due
-        )
-        return [
-            (record, Lease(record.actor_id, node_id, record.generation, expires_at))
-            for record in records
-        ]
 
     # --- membership: the nodes table (read by `perdure nodes` from another process) ----
 
