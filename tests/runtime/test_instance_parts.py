@@ -42,11 +42,13 @@ async def test_an_idle_awake_actor_holds_no_unused_parts(make_runtime: RuntimeFa
     _, instance = await _awake_counter(make_runtime, "a")
     # Not made: the logger, the stopped future, the alarms, a commit future kept after
     # the commit was durable.
-    assert instance._logger is None
+    # The logger and the alarms live in the actor's core, which its parts share.
+    assert instance.core._logger is None
     assert instance._stopped is None
-    assert instance._alarms is None
+    assert instance.core._alarms is None
     assert instance.commits._last_commit is None
     assert not hasattr(instance, "__dict__")
+    assert not hasattr(instance.core, "__dict__")
 
 
 async def test_stopped_asked_for_after_the_stop_is_done(make_runtime: RuntimeFactory) -> None:

@@ -6,10 +6,7 @@ import asyncio
 from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, Protocol
-
-if TYPE_CHECKING:
-    from perdure.runtime.actor.instance import ActorInstance
+from typing import Any, Literal, Protocol
 
 __all__ = [
     "Connection",
@@ -36,7 +33,7 @@ class Transport(Protocol):
 class Connection:
     """One connected client. ``params`` come from the client; ``state`` is per connection."""
 
-    __slots__ = ("_instance", "id", "params", "state", "subscriptions", "transport")
+    __slots__ = ("id", "params", "state", "subscriptions", "transport")
 
     def __init__(
         self,
@@ -44,14 +41,12 @@ class Connection:
         params: Any,
         state: Any,
         transport: Transport,
-        instance: ActorInstance,
     ) -> None:
         self.id = conn_id
         self.params = params
         self.state = state
         self.transport = transport
         self.subscriptions: set[str] = set()
-        self._instance = instance
 
     def send(self, name: str, *args: Any) -> None:
         """Send an event to this connection only (whether or not it subscribed)."""

@@ -1,4 +1,8 @@
-"""The context ``c`` that hooks and actions receive."""
+"""The context ``c`` that hooks and actions receive.
+
+A context reads and acts on the actor through :class:`ContextTarget`, the few members of
+the live instance that actor code may reach; it does not know the instance itself.
+"""
 
 from __future__ import annotations
 
@@ -6,52 +10,45 @@ import asyncio
 import inspect
 import logging
 from collections.abc import Awaitable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from perdure.errors import AccessForbidden, InternalError, PerdureError
 from perdure.runtime.actor.connections import RequestInfo, current_request
+from perdure.runtime.kernel.core import AbortSignal, ActorCore, StopReason
 
 if TYPE_CHECKING:
+    from perdure.handles import Client
     from perdure.runtime.actor.connections import Connection
-    from perdure.runtime.actor.instance import ActorInstance
-    from perdure.runtime.local.client import LocalClient
-    from perdure.runtime.queues.actor_queue import QueueReceiver
+    from perdure.runtime.queues.actor_queue import ActorQueue, QueueReceiver
     from perdure.runtime.schedules.api import ActorCron, ActorSchedule
+    from perdure.runtime.schedules.manager import ScheduleManager
 
-__all__ = ["AbortSignal", "ActionContext", "ActorContext", "check_access"]
+__all__ = ["AbortSignal", "ActionContext", "ActorContext", "ContextTarget", "check_access"]
 
 T = TypeVar("T")
 
 
-class AbortSignal:
-    """Fires once, when the actor starts to sleep or be destroyed."""
+class ContextTarget(Protocol):
+    """What a context reaches of the live actor (the instance provides it)."""
 
-    __slots__ = ("_event", "_fired")
+    core: ActorCore
+    state: Any
+    vars: Any
+    conns: dict[str, Connection]
+    queue: ActorQueue | None
+    schedules: ScheduleManager
 
-    def __init__(self) -> None:
-        self._fired = False
-        # Made by the first waiter: an Event and its deque are ~870 bytes, on every
-        # awake actor, and most are never waited on.
-        self._event: asyncio.Event | None = None
+    def broadcast(self, name: str, args: tuple[Any, ...] | list[Any]) -> None:
+        """Log an event and send it to its subscribers once durable."""
+        ...
 
-    @property
-    def aborted(self) -> bool:
-        """True once the actor is shutting down."""
-        return self._fired
+    def request_stop(self, reason: StopReason) -> None:
+        """Ask for sleep or destroy (it happens after the caller returns)."""
+        ...
 
-    def fire(self) -> None:
-        """Mark the signal as fired (idempotent)."""
-        self._fired = True
-        if self._event is not None:
-            self._event.set()
-
-    async def wait(self) -> None:
-        """Return when the signal fires."""
-        if self._fired:
-            return
-        if self._event is None:
-            self._event = asyncio.Event()
-        await self._event.wait()
+    def client(self) -> Client:
+        """A client for calling actors in process."""
+        ...
 
 
 class ActorContext:
@@ -59,7 +56,7 @@ class ActorContext:
 
     __slots__ = ("_instance",)
 
-    def __init__(self, instance: ActorInstance) -> None:
+    def __init__(self, instance: ContextTarget) -> None:
         self._instance = instance
 
     @property
@@ -73,7 +70,7 @@ class ActorContext:
 
     @state.setter
     def state(self, value: Any) -> None:
-        self._instance.state = self._instance.definition.adopt_state(value)
+        self._instance.state = self._instance.core.definition.adopt_state(value)
 
     @property
     def vars(self) -> Any:
@@ -87,22 +84,22 @@ class ActorContext:
     @property
     def name(self) -> str:
         """The actor's registered name."""
-        return self._instance.name
+        return self._instance.core.name
 
     @property
     def key(self) -> list[str]:
         """The actor's key parts."""
-        return list(self._instance.key)
+        return list(self._instance.core.key)
 
     @property
     def actor_id(self) -> str:
         """The actor's stable id."""
-        return self._instance.actor_id
+        return self._instance.core.actor_id
 
     @property
     def generation(self) -> int:
         """How many times this actor has started (bumped at every wake)."""
-        return self._instance.generation
+        return self._instance.core.generation
 
     @property
     def request(self) -> RequestInfo | None:
@@ -110,7 +107,7 @@ class ActorContext:
         set in ``on_before_connect``, ``create_conn_state``, ``on_connect``, in actions
         called over HTTP or a WebSocket and in ``on_disconnect`` when the client closes.
         ``None`` in process, for schedule fires and in lifecycle hooks (docs/edge.md)."""
-        return current_request(self._instance.actor_id)
+        return current_request(self._instance.core.actor_id)
 
     @property
     def conns(self) -> dict[str, Connection]:
@@ -120,17 +117,17 @@ class ActorContext:
     @property
     def log(self) -> logging.LoggerAdapter[logging.Logger]:
         """A logger that names the actor."""
-        return self._instance.log
+        return self._instance.core.log
 
     @property
     def abort_signal(self) -> AbortSignal:
         """Fires when the actor begins to sleep or be destroyed."""
-        return self._instance.abort
+        return self._instance.core.abort
 
     @property
     def aborted(self) -> bool:
         """True once the actor is shutting down."""
-        return self._instance.abort.aborted
+        return self._instance.core.abort.aborted
 
     def broadcast(self, name: str, *args: Any) -> None:
         """Send an event to every connection subscribed to ``name``."""
@@ -141,10 +138,10 @@ class ActorContext:
         """The actor's durable queues: ``send``, ``next``, ``next_batch``, ``iter`` …"""
         from perdure.runtime.queues.actor_queue import QueueReceiver
 
-        self._instance.definition.require_queues()
+        self._instance.core.definition.require_queues()
         queue = self._instance.queue
         assert queue is not None  # an actor with queues has one while awake
-        return QueueReceiver(queue, self._instance)
+        return QueueReceiver(queue)
 
     @property
     def schedule(self) -> ActorSchedule:
@@ -162,17 +159,17 @@ class ActorContext:
 
     async def save_state(self, *, immediate: bool = False) -> None:
         """Persist the state: ``immediate=True`` waits until it is durable."""
-        future = self._instance.request_flush()
+        future = self._instance.core.request_flush()
         if immediate:
             await future
 
     def keep_awake(self, awaitable: Awaitable[T]) -> asyncio.Future[T]:
         """Run ``awaitable`` and keep the actor awake (no idle sleep) until it finishes."""
-        return self._instance.activity.keep_awake(awaitable)
+        return self._instance.core.activity.keep_awake(awaitable)
 
     def wait_until(self, awaitable: Awaitable[T]) -> asyncio.Future[T]:
         """Run ``awaitable``; a shutdown waits for it (within the grace period)."""
-        return self._instance.activity.wait_until(awaitable)
+        return self._instance.core.activity.wait_until(awaitable)
 
     def sleep(self) -> None:
         """Ask the actor to go to sleep now (takes effect after this call returns)."""
@@ -182,20 +179,20 @@ class ActorContext:
         """Destroy the actor: ``on_destroy`` runs, its data is deleted, later calls fail."""
         self._instance.request_stop("destroy")
 
-    def client(self) -> LocalClient:
+    def client(self) -> Client:
         """A client for calling other actors (in-process, no network hop)."""
-        return self._instance.runtime.client()
+        return self._instance.client()
 
 
 async def check_access(
-    instance: ActorInstance, conn: Connection, hook_name: str, name: str
+    instance: ContextTarget, conn: Connection, hook_name: str, name: str
 ) -> None:
     """Ask the actor's ``can_subscribe``/``can_publish`` hook whether ``conn`` may use
     event or queue ``name``: ``False`` refuses with 403 ``auth.forbidden`` (rivetkit's
     canSubscribe/canPublish). The hook gets an action context (``c.conn``,
     ``c.request``); an error it raises is the answer, a value other than a bool is a
     mistake in the actor (logged, ``actor.internal_error``)."""
-    hook = instance.definition.hooks.get(hook_name)
+    hook = instance.core.definition.hooks.get(hook_name)
     if hook is None:
         return
     try:
@@ -205,10 +202,10 @@ async def check_access(
     except PerdureError:
         raise
     except Exception as exc:
-        instance.log.exception("%s failed", hook_name)
+        instance.core.log.exception("%s failed", hook_name)
         raise InternalError() from exc
     if not isinstance(allowed, bool):
-        instance.log.error("%s returned %r: it must return True or False", hook_name, allowed)
+        instance.core.log.error("%s returned %r: it must return True or False", hook_name, allowed)
         raise InternalError()
     if not allowed:
         what = "subscribe to event" if hook_name == "can_subscribe" else "send to queue"
@@ -223,6 +220,6 @@ class ActionContext(ActorContext):
 
     __slots__ = ("conn",)
 
-    def __init__(self, instance: ActorInstance, conn: Connection | None) -> None:
+    def __init__(self, instance: ContextTarget, conn: Connection | None) -> None:
         super().__init__(instance)
         self.conn = conn

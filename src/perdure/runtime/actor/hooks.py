@@ -11,20 +11,20 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from perdure.definition import MISSING
-from perdure.errors import InvalidRequest
+from perdure.definition import MISSING, ActorDefinition
+from perdure.errors import ActionTimedOut, InvalidRequest
 from perdure.schemas import errors_of, problems_of
 from perdure.store.encoding import decode_value
 
 if TYPE_CHECKING:
-    from perdure.runtime.actor.instance import ActorInstance
+    from perdure.runtime.actor.contexts import ActorContext
 
-__all__ = ["call_hook", "run_create_hooks"]
+__all__ = ["await_action", "call_hook", "run_create_hooks"]
 
 _log = logging.getLogger("perdure.actor")
 
@@ -44,35 +44,49 @@ async def call_hook(fn: Callable[..., Any], *args: Any, timeout: float | None = 
     return result
 
 
-async def run_create_hooks(instance: ActorInstance) -> None:
+async def await_action(name: str, awaitable: Awaitable[Any], timeout: float) -> Any:
+    """Await what action ``name`` returned, within ``timeout`` seconds (0: no limit)."""
+    deadline = asyncio.timeout(timeout or None)
+    try:
+        async with deadline:
+            return await awaitable
+    except TimeoutError:
+        # Only our deadline is an action timeout; a TimeoutError the action raised
+        # itself (its own asyncio.timeout, a socket) is its failure like any other.
+        if deadline.expired():
+            raise ActionTimedOut(name, timeout) from None
+        raise
+
+
+async def run_create_hooks(
+    definition: ActorDefinition, context: ActorContext, record_input: bytes | None
+) -> None:
     """The state from ``create_state`` (or ``state``), then ``on_create``, both given the
-    input (as the ``input=`` schema's type)."""
-    definition = instance.definition
+    input (``record_input``, the stored one, as the ``input=`` schema's type). The state
+    is set through ``context`` (which converts it to the state's schema)."""
     hooks = definition.hooks
-    record_input = instance.record.input
     stored_input = None if record_input is None else decode_value(record_input)
     actor_input = definition.input_value(stored_input)
     try:
         if "create_state" in hooks:
-            created = await call_hook(hooks["create_state"], instance.context, actor_input)
-            instance.state = definition.adopt_state(created)
+            context.state = await call_hook(hooks["create_state"], context, actor_input)
         elif definition.state is not MISSING:
-            instance.state = definition.adopt_state(definition.initial_state())
+            context.state = definition.initial_state()
         if "on_create" in hooks:
-            await call_hook(hooks["on_create"], instance.context, actor_input)
+            await call_hook(hooks["on_create"], context, actor_input)
     except ValidationError as exc:
         # The hook validated the input itself (`Model.model_validate(input)`).
         raise InvalidRequest(
-            f"Invalid input for actor `{instance.name}`: {problems_of(exc)}.",
+            f"Invalid input for actor `{definition.name}`: {problems_of(exc)}.",
             code="invalid_input",
             metadata={"errors": errors_of(exc)},
         ) from None
     except _SHAPE_ERRORS as exc:
         if stored_input is None:
             raise  # no input to blame: the actor's own code failed
-        _log.warning("actor `%s`: creating it failed on its input", instance.name, exc_info=True)
+        _log.warning("actor `%s`: creating it failed on its input", definition.name, exc_info=True)
         raise InvalidRequest(
-            f"Actor `{instance.name}` could not be created from this input: creating it "
+            f"Actor `{definition.name}` could not be created from this input: creating it "
             f"raised {type(exc).__name__}. Declare `input=` with a schema to have the input "
             "checked (and its problems named) before the actor is created.",
             code="invalid_input",

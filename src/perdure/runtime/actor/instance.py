@@ -13,13 +13,12 @@ import asyncio
 import inspect
 import logging
 import uuid
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from perdure._names import vars_value
 from perdure.definition import WORKFLOW_STATUS_ACTION, ActorDefinition
 from perdure.errors import (
-    ActionTimedOut,
     ActorAborted,
     ActorNotFound,
     ActorStopping,
@@ -27,13 +26,10 @@ from perdure.errors import (
     PerdureError,
 )
 from perdure.runtime.actor.connections import Connection, Transport
-from perdure.runtime.actor.contexts import AbortSignal, ActionContext, ActorContext
-from perdure.runtime.actor.hooks import call_hook, run_create_hooks
+from perdure.runtime.actor.contexts import ActionContext, ActorContext
+from perdure.runtime.actor.hooks import await_action, call_hook, run_create_hooks
 from perdure.runtime.events.log import EventLog
-from perdure.runtime.host.dispatch import ActorIdentity
-from perdure.runtime.kernel.activity import ActivityTracker
-from perdure.runtime.kernel.commits import CommitPipeline
-from perdure.runtime.kernel.tasks import TaskOwner
+from perdure.runtime.kernel.core import ActorCore, ActorIdentity, ActorStatus, StopReason
 from perdure.runtime.queues.actor_queue import ActorQueue
 from perdure.runtime.schedules.manager import ScheduleManager
 from perdure.schemas import to_plain
@@ -41,38 +37,35 @@ from perdure.store.base import ActorRecord
 from perdure.store.encoding import decode_value
 
 if TYPE_CHECKING:
-    from perdure.runtime.host.actor_runtime import ActorRuntime
+    from perdure.handles import Client
+    from perdure.runtime.actor.hosting import ActorHost
     from perdure.workflows.engine import WorkflowRunner
 
 __all__ = ["WORKFLOW_STATUS_ACTION", "ActorInstance", "StopReason"]
 
-# A built-in action of workflow actors: the workflow's status, for clients.
-
-
-StopReason = Literal["sleep", "destroy", "shutdown"]
-Status = Literal["starting", "running", "stopping", "stopped"]
-_log = logging.getLogger("perdure.actor")
-
 
 class ActorInstance:
-    """One awake actor. Created and owned by
-    :class:`~perdure.runtime.host.actor_runtime.ActorRuntime`."""
+    """One awake actor: the :class:`~perdure.runtime.kernel.core.ActorCore` its parts share,
+    and the parts (queue, schedules, event log, connections, contexts, the run handler or
+    workflow). Created and owned by the runtime, which it sees as an
+    :class:`~perdure.runtime.actor.hosting.ActorHost`."""
 
     # Slots: an instance of a class with more than 30 attributes has no shared-key dict,
     # and tens of thousands are awake at once (a dict of ~1.7 KB each; see bench/README.md).
-    # Written as words to split, so that the list takes five lines, not thirty-two.
+    # The core's immutable members are copied here (a slot read, on the hot paths) and its
+    # parts referenced; what changes (the status, the alarms) lives in the core alone.
+    # Written as words to split, so that the list takes a few lines, not thirty.
     __slots__ = tuple(
         """
-        __weakref__ _alarms _claimed _logger _run_task _stopped _wake_at abort activity
-        actor_id commits conns context definition events generation identity key name
-        observer options queue record runtime schedules state status stop_reason tasks
-        vars workflow
+        __weakref__ _claimed _run_task _stopped abort activity actor_id commits conns
+        context core definition events generation host identity key name observer
+        options queue record schedules state stop_reason tasks vars workflow
         """.split()  # noqa: SIM905
     )
 
     def __init__(
         self,
-        runtime: ActorRuntime,
+        host: ActorHost,
         definition: ActorDefinition,
         record: ActorRecord,
         *,
@@ -81,7 +74,7 @@ class ActorInstance:
         """``claimed``: ``record`` comes from :meth:`Store.claim_actor`, which already
         counted this instance's generation; otherwise (an actor this runtime has just
         created) the start commit writes it."""
-        self.runtime = runtime
+        self.host = host
         self.definition = definition
         self.options = definition.options
         self.actor_id = record.actor_id
@@ -95,66 +88,62 @@ class ActorInstance:
         self.state: Any = None
         self.vars: Any = None
         self.conns: dict[str, Connection] = {}
-        self.status: Status = "starting"
-        self.abort = AbortSignal()
-        # The parts below that most awake actors never use are made on first use (the
-        # logger, the stopped future, the alarms): tens of thousands may be awake at once.
-        self._logger: logging.LoggerAdapter[logging.Logger] | None = None
-        self.context = ActorContext(self)
-        self.tasks = TaskOwner(self)
-        self._stopped: asyncio.Future[None] | None = None
-        self.stop_reason: StopReason | None = None
-        self.observer = runtime.observers
-        self.events = EventLog(self, record.event_seq)
-        self.commits = CommitPipeline(
-            runtime.store,
-            record.actor_id,
-            self,
+        self.observer = host.observers
+        core = self.core = ActorCore(
+            definition,
+            self.identity,
+            name=record.name,
+            store=host.store,
+            clock=host.clock,
+            observer=host.observers,
+            wake_at=record.wake_at,
+            note_alarm=host.note_alarm,
+            on_idle=self.sleep_when_idle,
+            connections=self.conns,
+            state_owner=self,
             last_state=record.state,
             # A claimed generation fences every commit; otherwise the start commit
             # stores it (see start()).
             fence=self.generation if claimed else None,
             state_written=self._state_written if "on_state_change" in definition.hooks else None,
-            state_schema=definition.state_schema,
-            on_failure=self._write_failed,
-            events_durable=self.events.durable,
+            on_write_failed=self._write_failed,
         )
-        self.activity = ActivityTracker(
-            self,
-            sleep_timeout=self.options.sleep_timeout,
-            no_sleep=self.options.no_sleep,
-            connections=self.conns,
-            clock=runtime.clock,
-        )
+        self.abort = core.abort
+        self.tasks = core.tasks
+        self.activity = core.activity
+        self.commits = core.commits
+        # The stopped future is made on first use: tens of thousands may be awake at once.
+        self._stopped: asyncio.Future[None] | None = None
+        self.stop_reason: StopReason | None = None
+        self.context: ActorContext = ActorContext(self)
+        self.events = EventLog(core, self.conns, record.event_seq)
+        self.commits.on_events_durable(self.events.durable)
         self._run_task: asyncio.Task[None] | None = None
         self.queue: ActorQueue | None = None
         self.workflow: WorkflowRunner | None = None
-        # Alarms by source ("workflow", "schedule"); the earliest is the stored wake_at.
-        self._alarms: dict[str, int] | None = None
-        self._wake_at = record.wake_at
-        self.schedules = ScheduleManager(self)
+        self.schedules = ScheduleManager(core, self._fire_scheduled)
 
     def __str__(self) -> str:
         return f"actor {self.label}"
 
     @property
+    def status(self) -> ActorStatus:
+        """``starting``, ``running``, ``stopping`` or ``stopped`` (kept by the core)."""
+        return self.core.status
+
+    @status.setter
+    def status(self, value: ActorStatus) -> None:
+        self.core.status = value
+
+    @property
     def label(self) -> str:
         """Names the actor in errors and logs: ``name/actor_id``."""
-        return f"{self.name}/{self.actor_id}"
+        return self.core.label
 
     @property
     def log(self) -> logging.LoggerAdapter[logging.Logger]:
-        """The actor's logger; actor_*: the fields of a JSON log line (observe/logs.py)."""
-        logger = self._logger
-        if logger is None:
-            extra = {
-                "actor": self.label,
-                "actor_name": self.name,
-                "actor_key": self.key,
-                "actor_id": self.actor_id,
-            }
-            logger = self._logger = logging.LoggerAdapter(_log, extra)
-        return logger
+        """The actor's logger (the core's)."""
+        return self.core.log
 
     @property
     def stopped(self) -> asyncio.Future[None]:
@@ -168,7 +157,15 @@ class ActorInstance:
 
     def sleep_when_idle(self) -> None:
         """The sleep timer ran out while the actor was idle (ActivityTracker)."""
-        self.runtime.schedule_stop(self, "sleep")
+        self.host.schedule_stop(self, "sleep")
+
+    def client(self) -> Client:
+        """An in-process client (``c.client()``)."""
+        return self.host.client()
+
+    async def _fire_scheduled(self, action: str, args: list[Any]) -> Any:
+        """A due schedule's action, called through the runtime like any request."""
+        return await self.host.fire_scheduled(self, action, args)
 
     # ----------------------------------------------------------------- lifecycle
 
@@ -176,10 +173,11 @@ class ActorInstance:
         """Run the start sequence: (create_state, on_create,) create_vars, on_wake, run."""
         hooks = self.definition.hooks
         if self.definition.queues is not None:
-            records = await self.runtime.store.load_queue(self.actor_id)
-            self.queue = ActorQueue(self, records)
-        if self._wake_at is not None and self._wake_at <= self.runtime.clock.now_ms():
-            self._write_wake_at(None)  # due alarms are handled now; sources re-arm what's left
+            records = await self.host.store.load_queue(self.actor_id)
+            self.queue = ActorQueue(self.core, records, next_id=self.record.queue_next_id)
+        wake_at = self.core.wake_at
+        if wake_at is not None and wake_at <= self.host.clock.now_ms():
+            self.core.write_wake_at(None)  # due alarms are handled now; sources re-arm the rest
         if self.queue is not None:
             self.queue.leases.start()  # the alarm of leases and nack delays still to come
         await self.schedules.load()  # before on_create/on_wake, which may upsert jobs
@@ -207,7 +205,7 @@ class ActorInstance:
 
     async def _create(self) -> None:
         """The first start: ``create_state`` (or ``state``) and ``on_create``."""
-        await run_create_hooks(self)
+        await run_create_hooks(self.definition, self.context, self.record.input)
         self.commits.mark_initialized()
 
     def request_stop(self, reason: StopReason) -> None:
@@ -220,7 +218,7 @@ class ActorInstance:
                 self.stop_reason = "destroy"
                 return
             raise ActorStopping()
-        self.runtime.schedule_stop(self, reason)
+        self.host.schedule_stop(self, reason)
 
     def claim_stop(self, reason: StopReason) -> bool:
         """Stop taking new work now (synchronously, so that nothing slips in between the
@@ -254,7 +252,7 @@ class ActorInstance:
             if self.stop_reason == "destroy":
                 # No final flush: the data goes anyway, and a state that cannot be
                 # encoded must not keep a destroyed actor in the store.
-                await self.runtime.store.delete_actor(self.actor_id)
+                await self.host.store.delete_actor(self.actor_id)
             else:
                 await self.request_flush()
         except Exception:
@@ -403,7 +401,7 @@ class ActorInstance:
             try:
                 output = spec.fn(context, *args)
                 if inspect.isawaitable(output):
-                    output = await self._await_action(name, output)
+                    output = await await_action(name, output, self.options.action_timeout)
                 hook = self.definition.hooks.get("on_before_action_response")
                 if hook is not None:
                     output = await self._before_action_response(hook, name, args, output)
@@ -437,19 +435,6 @@ class ActorInstance:
             self.log.exception("on_before_action_response failed")
             return output
 
-    async def _await_action(self, name: str, awaitable: Awaitable[Any]) -> Any:
-        timeout = self.options.action_timeout
-        deadline = asyncio.timeout(timeout or None)
-        try:
-            async with deadline:
-                return await awaitable
-        except TimeoutError:
-            # Only our deadline is an action timeout; a TimeoutError the action raised
-            # itself (its own asyncio.timeout, a socket) is its failure like any other.
-            if deadline.expired():
-                raise ActionTimedOut(name, timeout) from None
-            raise
-
     def workflow_status(self) -> dict[str, Any]:
         """``{status, error, output}`` of this actor's workflow, as its run knows it
         (``pending`` until the run has loaded its history: see
@@ -475,7 +460,8 @@ class ActorInstance:
         return self.workflow_status()
 
     def _check_running(self) -> None:
-        if self.status == "stopping" or self.status == "stopped":
+        status = self.core.status
+        if status == "stopping" or status == "stopped":
             raise ActorAborted()
 
     # ------------------------------------------------------------- connections
@@ -503,7 +489,7 @@ class ActorInstance:
                 )
             else:
                 conn_state = self.definition.initial_conn_state()
-            conn = Connection(str(uuid.uuid4()), params, conn_state, transport, self)
+            conn = Connection(str(uuid.uuid4()), params, conn_state, transport)
             self.conns[conn.id] = conn
             if "on_connect" in hooks:
                 try:
@@ -554,26 +540,9 @@ class ActorInstance:
         and send it once that commit is durable (docs/events.md)."""
         self.events.emit(name, payload)
 
-    # ------------------------------------------------------------------- alarms
-
     def set_alarm(self, source: str, at: int | None) -> None:
-        """Set or clear one source's alarm; the earliest becomes the stored ``wake_at``."""
-        alarms = self._alarms
-        if at is None:
-            if alarms is not None:
-                alarms.pop(source, None)
-        else:
-            if alarms is None:
-                alarms = self._alarms = {}
-            alarms[source] = at
-        earliest = min(alarms.values()) if alarms else None
-        if earliest != self._wake_at:
-            self._write_wake_at(earliest)
-            self.runtime.alarms.note(earliest)
-
-    def _write_wake_at(self, at: int | None) -> None:
-        self._wake_at = at
-        self.commits.set_wake_at(at)
+        """Set or clear one source's alarm (see :meth:`ActorCore.set_alarm`)."""
+        self.core.set_alarm(source, at)
 
     # ------------------------------------------------------------------ commits
 
@@ -600,7 +569,7 @@ class ActorInstance:
             self.status = "stopping"
             self.activity.cancel_sleep()
             self.abort.fire()
-            self.runtime.spawn(self.runtime.drop_instance(self), name=f"drop {self.actor_id}")
+            self.host.spawn(self.host.drop_instance(self), name=f"drop {self.actor_id}")
 
     # ---------------------------------------------------------------- activity
 

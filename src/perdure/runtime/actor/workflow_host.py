@@ -12,9 +12,9 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any
 
-from perdure.runtime.actor.contexts import AbortSignal
 from perdure.runtime.actor.hooks import call_hook
 from perdure.runtime.kernel.clock import wait_first
+from perdure.runtime.kernel.core import AbortSignal
 from perdure.telemetry import Observer
 from perdure.workflows.port import ActorClient, MessageQueue
 
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 __all__ = ["ALARM_SOURCE", "ActorWorkflowHost"]
 
-# The workflow's source among the actor's alarms (see ActorInstance.set_alarm).
+# The workflow's source among the actor's alarms (see ActorCore.set_alarm).
 ALARM_SOURCE = "workflow"
 
 
@@ -44,7 +44,7 @@ class ActorWorkflowHost:
         # The state and vars as actions see them (an assigned state becomes the schema's type).
         self.actor = instance.context
         self._activity = instance.activity
-        self._clock = instance.runtime.clock
+        self._clock = instance.core.clock
         # Called on every step: bound straight to what does the work.
         self.write_history = instance.commits.write_history
         self.flush = instance.commits.flush_now
@@ -58,7 +58,7 @@ class ActorWorkflowHost:
 
     async def load_history(self) -> dict[str, bytes]:
         """The actor's stored workflow history."""
-        return await self._instance.runtime.store.load_history(self.actor_id)
+        return await self._instance.core.store.load_history(self.actor_id)
 
     # ------------------------------------------------------- queue and events
 
@@ -111,7 +111,7 @@ class ActorWorkflowHost:
 
     def client(self) -> ActorClient:
         """An in-process client for calling other actors."""
-        return self._instance.runtime.client()
+        return self._instance.client()
 
     def destroy(self) -> None:
         """Destroy the actor after the caller returns."""

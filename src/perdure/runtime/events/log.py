@@ -29,14 +29,17 @@ from perdure.store.base import EventRecord
 from perdure.store.encoding import decode_value, encode_value
 
 if TYPE_CHECKING:
-    from perdure.runtime.actor.connections import Connection
-    from perdure.runtime.actor.instance import ActorInstance
+    from collections.abc import Collection, Mapping
+
+    from perdure.runtime.kernel.core import ActorCore
 
 __all__ = [
     "EventLog",
     "EventSink",
+    "EventTransport",
     "LoggedEvent",
     "Since",
+    "Subscriber",
     "parse_since",
 ]
 
@@ -98,12 +101,34 @@ class EventSink(Protocol):
         ...
 
 
+class EventTransport(Protocol):
+    """How an event reaches a connected client."""
+
+    def send_event(self, name: str, args: list[Any]) -> None:
+        """Queue an event for the client. Must not block."""
+        ...
+
+
+class Subscriber(Protocol):
+    """A connection as the event log sees it: who it is, the event names it subscribed
+    to, and its way to the client."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def subscriptions(self) -> Collection[str]: ...
+
+    @property
+    def transport(self) -> EventTransport: ...
+
+
 class _Follower:
     """One resuming connection: its cursor, and what arrives while its backlog is read."""
 
     __slots__ = ("buffer", "conn", "cursor", "filtered", "sink")
 
-    def __init__(self, conn: Connection, sink: EventSink, filtered: bool) -> None:
+    def __init__(self, conn: Subscriber, sink: EventSink, filtered: bool) -> None:
         self.conn = conn
         self.sink = sink
         # With a can_subscribe hook, only names the connection subscribed to (and so
@@ -130,8 +155,9 @@ class EventLog:
     """Numbers, logs and delivers one live actor's events (see the module docstring)."""
 
     __slots__ = (
+        "_conns",
+        "_core",
         "_first_seq",
-        "_instance",
         "_pending",
         "_prune_every",
         "_pruned_at",
@@ -144,9 +170,12 @@ class EventLog:
         "seq",
     )
 
-    def __init__(self, instance: ActorInstance, seq: int) -> None:
-        self._instance = instance
-        options = instance.options
+    def __init__(self, core: ActorCore, conns: Mapping[str, Subscriber], seq: int) -> None:
+        """``conns``: the actor's open connections, by id; ``seq``: the last number given
+        (stored with the actor)."""
+        self._core = core
+        self._conns = conns
+        options = core.options
         self.max_events = options.event_log_max_events
         self.max_age_ms = int(options.event_log_max_age * 1000)
         self._prune_every = max(1, self.max_events // 8)
@@ -156,7 +185,7 @@ class EventLog:
         # What this instance emitted since it woke is all in _recent while it begins
         # with the first number given here: a first open then needs no store read.
         self._first_seq = seq + 1
-        self._woke_at = instance.runtime.clock.now_ms()
+        self._woke_at = core.clock.now_ms()
         # Made on the first event: most awake actors of a large fleet never emit one,
         # and two deques cost each of them about 1.5 KB.
         self._pending: deque[LoggedEvent] | None = None
@@ -167,16 +196,16 @@ class EventLog:
 
     def emit(self, name: str, args: list[Any]) -> None:
         """Number an event (validated, plain) and stage it in the pending commit."""
-        instance = self._instance
+        core = self._core
         seq = self.seq + 1
-        now = instance.runtime.clock.now_ms()
-        data = encode_value(args, what=f"event `{name}`", owner=instance.label)
+        now = core.clock.now_ms()
+        data = encode_value(args, what=f"event `{name}`", owner=core.label)
         self.seq = seq
         prune = None
         if seq - self._pruned_at >= self._prune_every:
             self._pruned_at = seq
             prune = (seq - self.max_events, now - self.max_age_ms)
-        instance.commits.put_event(EventRecord(seq, name, data, now), prune)
+        core.commits.put_event(EventRecord(seq, name, data, now), prune)
         pending = self._pending
         if pending is None:
             pending = self._pending = deque()
@@ -197,10 +226,9 @@ class EventLog:
             self._deliver(event)
 
     def _deliver(self, event: LoggedEvent) -> None:
-        instance = self._instance
         followers = self.followers
         recipients = 0
-        for conn in instance.conns.values():
+        for conn in self._conns.values():
             follower = followers.get(conn.id) if followers else None
             if follower is not None:
                 follower.push(event)
@@ -208,13 +236,14 @@ class EventLog:
             elif event.name in conn.subscriptions:
                 conn.transport.send_event(event.name, event.args)
                 recipients += 1
-        instance.observer.event_sent(instance, event.name, event.args, recipients)
+        core = self._core
+        core.observer.event_sent(core, event.name, event.args, recipients)
 
     # ----------------------------------------------------------------- following
 
-    async def follow(self, conn: Connection, since: Since, sink: EventSink) -> None:
+    async def follow(self, conn: Subscriber, since: Since, sink: EventSink) -> None:
         """Make ``conn`` a follower: send its backlog (or its gap), then live events."""
-        filtered = "can_subscribe" in self._instance.definition.hooks
+        filtered = "can_subscribe" in self._core.definition.hooks
         follower = _Follower(conn, sink, filtered)
         self.followers[conn.id] = follower
         try:
@@ -240,7 +269,7 @@ class EventLog:
         """The readable events a follower from ``since`` has not had, its gap, and the
         number its cursor starts at (the backlog follows it)."""
         durable = self.durable_seq
-        now = self._instance.runtime.clock.now_ms()
+        now = self._core.clock.now_ms()
         oldest_time = now - self.max_age_ms
         window = max(durable - self.max_events, 0)  # readable: seq > window
         if since.seq is None and since.age_ms <= 0:
@@ -284,10 +313,8 @@ class EventLog:
         recent = self._recent
         if recent and recent[0].seq <= after + 1:
             return [e for e in recent if after < e.seq <= through]
-        instance = self._instance
-        records = await instance.runtime.store.load_events(
-            instance.actor_id, after, max(through - after, 0)
-        )
+        core = self._core
+        records = await core.store.load_events(core.actor_id, after, max(through - after, 0))
         return [
             LoggedEvent(r.seq, r.name, list(decode_value(r.args)), r.emitted_at)
             for r in records

@@ -27,7 +27,7 @@ from perdure.runtime.admin.feed import ActorFeed
 from perdure.runtime.cluster.member import ClusterMember, NodeConfig
 from perdure.runtime.cluster.placement import Placement
 from perdure.runtime.host.alarms import AlarmScheduler
-from perdure.runtime.host.dispatch import ActorDispatch, ResolveMethod
+from perdure.runtime.host.dispatch import ActorDispatch, CallAction, ResolveMethod
 from perdure.runtime.host.readiness import Readiness
 from perdure.runtime.kernel.clock import Clock, SystemClock
 from perdure.runtime.kernel.tasks import TaskOwner
@@ -191,6 +191,15 @@ class ActorRuntime:
         """An in-process client (no network) for tests and actor-to-actor calls."""
         return LocalClient(self.dispatch)
 
+    def note_alarm(self, at: int | None) -> None:
+        """A live actor set an alarm (its ActorHost): the scheduler wakes it then."""
+        self.alarms.note(at)
+
+    async def fire_scheduled(self, instance: ActorInstance, action: str, args: list[Any]) -> Any:
+        """A live actor's due schedule (its ActorHost): the action runs through the
+        dispatch, pinned to that instance."""
+        return await self.dispatch.perform_in(instance, CallAction(action, args))
+
     # --------------------------------------------------------------- resolution
 
     def definition(self, name: str) -> ActorDefinition:
@@ -309,13 +318,6 @@ class ActorRuntime:
                     await self.store.delete_actor(record.actor_id)
                 raise
         return record.actor_id
-
-    async def get_record(self, actor_id: str) -> ActorRecord:
-        """The stored record of an actor; ``actor.not_found`` if there is none."""
-        record = await self.store.get_actor(actor_id)
-        if record is None:
-            raise ActorNotFound()
-        return record
 
     # ------------------------------------------------------------------ waking
 

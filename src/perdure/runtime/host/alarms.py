@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from perdure.runtime.kernel.clock import sleep_until_or_event
+from perdure.runtime.kernel.core import PREWAKE_MS
 
 if TYPE_CHECKING:
     from perdure.runtime.host.actor_runtime import ActorRuntime
@@ -28,8 +29,6 @@ __all__ = ["PREWAKE_MS", "AlarmScheduler"]
 
 _log = logging.getLogger("perdure.alarms")
 _IDLE_POLL_MS = 1000
-# How early a sleeping actor is woken for its alarm (see the module docstring).
-PREWAKE_MS = 500
 # Alarms due within this much of the next one are woken in the same pass.
 _MIN_STEP_MS = 20
 _BATCH = 500

@@ -31,6 +31,7 @@ from perdure.runtime.actor.connections import Connection, Transport
 from perdure.runtime.actor.contexts import check_access
 from perdure.runtime.actor.raw_handlers import serve_raw
 from perdure.runtime.cluster.member import PeerNode, RemoteConnection
+from perdure.runtime.kernel.core import ActorIdentity
 from perdure.runtime.queues.actor_queue import QueueSendResult
 
 if TYPE_CHECKING:
@@ -126,7 +127,7 @@ class Administer:
     """An operator's operation on a live actor (the admin API): ``retry`` or ``replay``
     (from ``argument``, a history location) its workflow, ``unschedule`` (the schedule id
     ``argument``), or ``requeue``/``drop`` a dead letter (the message id ``argument``).
-    See :mod:`perdure.runtime.admin.repair` and :mod:`perdure.runtime.queues.leases`."""
+    See :mod:`perdure.runtime.actor.operator`."""
 
     kind: Literal["retry", "replay", "unschedule", "requeue", "drop"]
     argument: str | None = None
@@ -139,15 +140,6 @@ Forwardable = Operation | Administer | str
 STATUS = "$status"
 DESTROY = "$destroy"
 SLEEP = "$sleep"
-
-
-@dataclass(frozen=True, slots=True)
-class ActorIdentity:
-    """Who answered a request: the actor's id, key and the generation of its instance."""
-
-    actor_id: str
-    key: Key
-    generation: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -384,15 +376,9 @@ class ActorRef:
         instance, result = await self._route(operation)
         if instance is None:
             return result
-        from perdure.runtime.admin.repair import cancel_schedule, repair_workflow
-        from perdure.runtime.queues.leases import administer_dead_letter
+        from perdure.runtime.actor.operator import administer
 
-        if operation.kind in ("requeue", "drop"):
-            return await administer_dead_letter(instance, operation.kind, operation.argument)
-        if operation.kind == "unschedule":
-            await cancel_schedule(instance, operation.argument or "")
-            return None
-        return await repair_workflow(instance, operation.kind, operation.argument)
+        return await administer(instance, operation.kind, operation.argument)
 
     async def destroy(self) -> None:
         """Destroy the actor (``on_destroy`` runs, its data is deleted) and wait."""

@@ -118,6 +118,11 @@ class CommitPipeline:
         self._closed = False
         self._poisoned = False
 
+    def on_events_durable(self, callback: Callable[[int], None]) -> None:
+        """Tell ``callback`` the last event number of each commit that carried events,
+        once durable (the event log, which is built after the pipeline)."""
+        self._events_durable = callback
+
     # ------------------------------------------------------------------ staging
 
     def mark_initialized(self) -> None:

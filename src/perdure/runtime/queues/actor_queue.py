@@ -31,7 +31,7 @@ from perdure.store.base import QueueMessageRecord
 from perdure.store.encoding import decode_value, encode_value
 
 if TYPE_CHECKING:
-    from perdure.runtime.actor.instance import ActorInstance
+    from perdure.runtime.kernel.core import ActorCore
 
 __all__ = ["ActorQueue", "QueueMessage", "QueueSendResult"]
 
@@ -63,8 +63,11 @@ class _Waiter:
 class ActorQueue:
     """The queue of one awake actor (``c.queue``)."""
 
-    def __init__(self, instance: ActorInstance, records: Iterable[QueueMessageRecord]) -> None:
-        self._instance = instance
+    def __init__(
+        self, core: ActorCore, records: Iterable[QueueMessageRecord], *, next_id: int
+    ) -> None:
+        """``next_id``: the id the next message gets (stored with the actor)."""
+        self._core = core
         # Live messages in id order, which receives walk without sorting (a deep queue
         # of 1,000 messages cost a sort on every receive). A new message has the highest
         # id yet; one put back under an older id (restore, a requeued dead letter)
@@ -77,10 +80,15 @@ class ActorQueue:
         # Completable messages a workflow received, not yet completed (a leased message
         # is hidden by its visible_at instead).
         self._held: set[int] = set()
-        self._next_id = instance.record.queue_next_id
+        self._next_id = next_id
         self._waiters: list[_Waiter] = []
         self._completions: dict[int, asyncio.Future[Any]] = {}
-        self.leases = QueueLeases(self, instance)
+        self.leases = QueueLeases(self, core)
+
+    @property
+    def core(self) -> ActorCore:
+        """The core of the actor this queue belongs to."""
+        return self._core
 
     # ------------------------------------------------------------------ sending
 
@@ -88,8 +96,8 @@ class ActorQueue:
         """Add a message; it is durable with the actor's next flush. ``validated``: the
         caller has already checked it with ``definition.validate_message``."""
         if not validated:
-            body = self._instance.definition.validate_message(name, body)
-        options = self._instance.options
+            body = self._core.definition.validate_message(name, body)
+        options = self._core.options
         if len(self._messages) >= options.max_queue_size:
             # rivetkit 2.3.19's texts and metadata (rivetkit-core's QueueFull and
             # QueueMessageTooLarge), byte for byte.
@@ -106,16 +114,14 @@ class ActorQueue:
                 code="message_too_large",
                 metadata={"size": len(data), "limit": options.max_queue_message_size},
             )
-        observer = self._instance.observer
+        observer = self._core.observer
         # The sender's trace context goes with the message, so that its consumer is
         # traced in the sender's trace, after a restart too (docs/tracing.md).
         trace = observer.trace_carrier() if observer.traces else None
-        record = QueueMessageRecord(
-            self._next_id, name, data, self._instance.runtime.clock.now_ms(), trace
-        )
+        record = QueueMessageRecord(self._next_id, name, data, self._core.clock.now_ms(), trace)
         self._next_id += 1
         self._messages[record.id] = record
-        self._instance.commits.put_message(record, self._next_id)
+        self._core.commits.put_message(record, self._next_id)
         self.wake_waiters(name)
         return record
 
@@ -129,7 +135,7 @@ class ActorQueue:
         validated: bool = False,
     ) -> QueueSendResult:
         """Enqueue durably; with ``wait`` also wait (up to ``timeout``) for ``complete()``."""
-        span = self._instance.observer.queue_send(self._instance, name)
+        span = self._core.observer.queue_send(self._core, name)
         if span is None:
             return await self._send(name, body, wait, timeout, validated)
         try:
@@ -148,7 +154,7 @@ class ActorQueue:
         if wait:
             completion = asyncio.get_running_loop().create_future()
             self._completions[record.id] = completion
-        await self._instance.request_flush()
+        await self._core.request_flush()
         if completion is None:
             return QueueSendResult("completed")
         try:
@@ -176,7 +182,7 @@ class ActorQueue:
     def available(self, names: frozenset[str] | None, count: int) -> list[QueueMessageRecord]:
         """Up to ``count`` messages matching ``names`` (all if None), in id order."""
         found: list[QueueMessageRecord] = []
-        now = self._instance.runtime.clock.now_ms()
+        now = self._core.clock.now_ms()
         if not self._in_order:
             self._messages = dict(sorted(self._messages.items()))
             self._in_order = True
@@ -199,7 +205,7 @@ class ActorQueue:
 
     def consume(self, records: Sequence[QueueMessageRecord], *, completable: bool) -> None:
         """Claim messages: remove them (with the next flush) or hold them until completed."""
-        commits = self._instance.commits
+        commits = self._core.commits
         for record in records:
             if completable:
                 self._held.add(record.id)
@@ -213,9 +219,9 @@ class ActorQueue:
         counts: dict[str, int] = {}
         for message in messages:
             counts[message.name] = counts.get(message.name, 0) + 1
-        observer = self._instance.observer
+        observer = self._core.observer
         for queue_name, count in counts.items():
-            observer.message_consumed(self._instance, queue_name, count)
+            observer.message_consumed(self._core, queue_name, count)
 
     # ------------------------------------------------------------ lease support
 
@@ -235,7 +241,7 @@ class ActorQueue:
         """Take a message out of the live queue; its row is deleted unless ``keep_row``."""
         self._held.discard(message_id)
         if self._messages.pop(message_id, None) is not None and not keep_row:
-            self._instance.commits.delete_message(message_id)
+            self._core.commits.delete_message(message_id)
 
     def next_visible(self, now: int) -> int | None:
         """The earliest ``visible_at`` after ``now`` (a lease or a nack delay), if any."""
@@ -262,7 +268,7 @@ class ActorQueue:
             self.wake_waiters(record.name)
             return
         self._put_back(record)
-        self._instance.commits.put_message(record, self._next_id)
+        self._core.commits.put_message(record, self._next_id)
         self.wake_waiters(record.name)
 
     def _put_back(self, record: QueueMessageRecord) -> None:
@@ -289,14 +295,14 @@ class ActorQueue:
 
     def message_body(self, name: str, plain: Any) -> Any:
         """A stored (plain) body as receivers get it: the queue's schema type, if any."""
-        return self._instance.definition.message_body(name, plain)
+        return self._core.definition.message_body(name, plain)
 
     async def complete(self, message: QueueMessage, response: Any) -> None:
         """Remove a completable message durably, then answer its waiting sender."""
         self._held.discard(message.id)
         if self._messages.pop(message.id, None) is not None:
-            self._instance.commits.delete_message(message.id)
-        await self._instance.request_flush()
+            self._core.commits.delete_message(message.id)
+        await self._core.request_flush()
         self.resolve_completion(message.id, response)
 
     def resolve_completion(self, message_id: int, response: Any) -> None:
@@ -312,10 +318,10 @@ class ActorQueue:
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         waiter = _Waiter(names, future)
         self._waiters.append(waiter)
-        abort = asyncio.ensure_future(self._instance.abort.wait())
+        abort = asyncio.ensure_future(self._core.abort.wait())
         try:
             # The timeout is durable time: the runtime's clock counts it.
-            done = await wait_first(self._instance.runtime.clock, {future, abort}, timeout)
+            done = await wait_first(self._core.clock, {future, abort}, timeout)
             if abort in done:
                 raise ActorAborted()
             return future in done
@@ -337,9 +343,9 @@ class ActorQueue:
 class QueueReceiver:
     """``c.queue``: send and receive for actor code outside workflows."""
 
-    def __init__(self, queue: ActorQueue, instance: ActorInstance) -> None:
+    def __init__(self, queue: ActorQueue) -> None:
         self._queue = queue
-        self._instance = instance
+        self._core = queue.core
 
     async def send(self, name: str, body: Any) -> None:
         """Enqueue a message durably (does not wait for processing)."""
@@ -371,9 +377,9 @@ class QueueReceiver:
         timeout = optional_duration(timeout, f"{call} timeout")
         options = lease_options(call, completable, visibility_timeout, max_attempts)
         wanted = _names(names)
-        clock = self._instance.runtime.clock
+        clock = self._core.clock
         deadline = None if timeout is None else clock.now_ms() + math.ceil(timeout * 1000)
-        activity = self._instance.activity
+        activity = self._core.activity
         while True:
             left = None if deadline is None else max(0.0, (deadline - clock.now_ms()) / 1000)
             activity.run_waiting(True)
@@ -387,7 +393,7 @@ class QueueReceiver:
             batch = self._take(wanted, count, completable, options)
             if batch:
                 if completable:
-                    await self._instance.request_flush()  # the lease, before the consumer runs
+                    await self._core.request_flush()  # the lease, before the consumer runs
                 return batch
 
     @keywords_checked("c.queue.next()")

@@ -42,12 +42,12 @@ from perdure.runtime.kernel.clock import TimerHandle, call_later
 from perdure.store.base import QueueMessageRecord
 
 if TYPE_CHECKING:
-    from perdure.runtime.actor.instance import ActorInstance
+    from perdure.runtime.kernel.core import ActorCore
     from perdure.runtime.queues.actor_queue import ActorQueue
 
 __all__ = ["ALARM_SOURCE", "LeaseOptions", "QueueLeases", "administer_dead_letter", "lease_options"]
 
-# The queue's source among the actor's alarms (see ActorInstance.set_alarm).
+# The queue's source among the actor's alarms (see ActorCore.set_alarm).
 ALARM_SOURCE = "queue"
 _DEFAULT_SPEC = QueueSpec()
 
@@ -97,10 +97,10 @@ class _Lease:
 class QueueLeases:
     """The leases and dead letters of one awake actor's queue (``queue.leases``)."""
 
-    def __init__(self, queue: ActorQueue, instance: ActorInstance) -> None:
+    def __init__(self, queue: ActorQueue, core: ActorCore) -> None:
         self._queue = queue
-        self._instance = instance
-        self._clock = instance.runtime.clock
+        self._core = core
+        self._clock = core.clock
         self._timer: TimerHandle | None = None
         self._timer_at: int | None = None
 
@@ -123,7 +123,7 @@ class QueueLeases:
         delivered: list[QueueMessage] = []
         for record in records:
             # A message of a queue the code no longer declares gets the defaults.
-            spec = (self._instance.definition.queues or {}).get(record.name, _DEFAULT_SPEC)
+            spec = (self._core.definition.queues or {}).get(record.name, _DEFAULT_SPEC)
             limit = options.max_attempts or spec.max_attempts
             if record.attempts >= limit:
                 self._kill(record, _exhausted(record.attempts, limit, record.error), now)
@@ -151,7 +151,7 @@ class QueueLeases:
         if record is not None:
             self._queue.remove(record.id)
             self.rearm()
-        await self._instance.request_flush()
+        await self._core.request_flush()
         if record is not None:
             self._queue.resolve_completion(message.id, response)
 
@@ -172,7 +172,7 @@ class QueueLeases:
             if visible_at is None:
                 self._queue.wake_waiters(record.name)
         self.rearm()
-        await self._instance.request_flush()
+        await self._core.request_flush()
 
     def _current(self, message: QueueMessage) -> QueueMessageRecord | None:
         """The message's record while ``message`` still holds its lease, ``None`` if it is
@@ -203,15 +203,15 @@ class QueueLeases:
         del self._queue.dead[message_id]
         self._put(fresh)
         self._queue.wake_waiters(fresh.name)
-        await self._instance.request_flush()
+        await self._core.request_flush()
         return fresh
 
     async def drop(self, message_id: int) -> None:
         """Delete a dead letter for good; durable on return."""
         self._dead_letter(message_id)
         del self._queue.dead[message_id]
-        self._instance.commits.delete_message(message_id)
-        await self._instance.request_flush()
+        self._core.commits.delete_message(message_id)
+        await self._core.request_flush()
 
     def _dead_letter(self, message_id: int) -> QueueMessageRecord:
         record = self._queue.dead.get(message_id)
@@ -228,14 +228,14 @@ class QueueLeases:
         dead = dataclasses.replace(record, visible_at=None, dead_at=now, error=reason)
         self._queue.remove(record.id, keep_row=True)
         self._queue.dead[record.id] = dead
-        self._instance.commits.update_message(dead)
-        self._instance.log.warning(
+        self._core.commits.update_message(dead)
+        self._core.log.warning(
             "queue message %s (`%s`) is a dead letter: %s", record.id, record.name, reason
         )
 
     def _put(self, record: QueueMessageRecord) -> None:
         self._queue.replace(record)
-        self._instance.commits.update_message(record)
+        self._core.commits.update_message(record)
 
     # ------------------------------------------------------------------- timing
 
@@ -244,7 +244,7 @@ class QueueLeases:
         waiting receivers then (a timer, while the actor is awake)."""
         now = self._clock.now_ms()
         earliest = self._queue.next_visible(now)
-        self._instance.set_alarm(ALARM_SOURCE, earliest)
+        self._core.set_alarm(ALARM_SOURCE, earliest)
         if earliest == self._timer_at:
             return
         if self._timer is not None:
@@ -256,7 +256,7 @@ class QueueLeases:
 
     def _visible_again(self) -> None:
         self._timer = self._timer_at = None
-        if self._instance.abort.aborted:
+        if self._core.abort.aborted:
             return
         for name in self._queue.visible_names(self._clock.now_ms()):
             self._queue.wake_waiters(name)
@@ -269,13 +269,10 @@ def _exhausted(attempts: int, limit: int, error: str | None) -> str:
 
 
 async def administer_dead_letter(
-    instance: ActorInstance, kind: str, argument: str | None
+    queue: ActorQueue, kind: str, argument: str | None
 ) -> dict[str, Any] | None:
     """An operator's ``requeue`` (the message, back in its queue) or ``drop`` (``None``)
-    of the dead letter whose id is ``argument``, on the live actor."""
-    instance.definition.require_queues()  # queue.not_configured
-    queue = instance.queue
-    assert queue is not None  # an awake actor with queues has one
+    of the dead letter whose id is ``argument``, on the live actor's ``queue``."""
     try:
         message_id = int(argument or "")
     except ValueError:

@@ -63,7 +63,7 @@ class _Cadence:
 
 def _check_action(manager: ScheduleManager, action: Any, args: list[Any]) -> bytes:
     """Check the action exists and takes ``args`` plus the fire info; encode ``args``."""
-    definition = manager.instance.definition
+    definition = manager.core.definition
     try:
         if not isinstance(action, str):
             raise ActionNotFound(repr(action))
@@ -82,10 +82,10 @@ def _check_action(manager: ScheduleManager, action: Any, args: list[Any]) -> byt
 
 
 def _check_room(manager: ScheduleManager, schedule_id: str) -> None:
-    limit = manager.instance.options.max_schedules
+    limit = manager.core.options.max_schedules
     if schedule_id not in manager.jobs and len(manager.jobs) >= limit:
         raise ScheduleError(
-            f"Actor `{manager.instance.name}` already has {limit} schedules "
+            f"Actor `{manager.core.name}` already has {limit} schedules "
             "(the max_schedules option).",
             code="max_schedules_exceeded",
         )
@@ -175,7 +175,7 @@ class ActorCron:
         """
         warn_if_milliseconds("cron.every() interval", interval)
         manager = self._manager
-        minimum = round(manager.instance.options.min_cron_interval * 1000)
+        minimum = round(manager.core.options.min_cron_interval * 1000)
         step = interval_ms(interval, minimum)
         old = self._prepare(name, max_history)
         if old is not None and old.kind == "every" and old.interval_ms == step:
@@ -283,8 +283,8 @@ class ActorCron:
         check_history_limit(limit)
         manager = self._manager
         await manager.flush()  # read what this actor has recorded so far
-        instance = manager.instance
-        records = await instance.runtime.store.load_fire_history(instance.actor_id, name, limit)
+        core = manager.core
+        records = await core.store.load_fire_history(core.actor_id, name, limit)
         return [
             CronFire(
                 r.action,

@@ -31,28 +31,34 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
 from perdure.errors import ActionNotFound, ActorAborted, ActorNotFound, PerdureError
-from perdure.runtime.host.alarms import PREWAKE_MS
-from perdure.runtime.host.dispatch import CallAction
 from perdure.runtime.kernel.clock import sleep_until_or_event
+from perdure.runtime.kernel.core import PREWAKE_MS
 from perdure.runtime.schedules.cadence import next_cron_after, next_every_after
 from perdure.runtime.schedules.info import ScheduledFireInfo, ScheduleKind
 from perdure.store.base import ScheduleFireRecord, ScheduleRecord
 from perdure.store.encoding import decode_value, encode_value
 
 if TYPE_CHECKING:
-    from perdure.runtime.actor.instance import ActorInstance
+    from perdure.runtime.kernel.core import ActorCore
 
-__all__ = ["ALARM_SOURCE", "ScheduleManager", "recurring_id"]
+__all__ = ["ALARM_SOURCE", "FireAction", "ScheduleManager", "recurring_id"]
 
 ALARM_SOURCE = "schedule"
 # An actor stays awake for a job due this soon: a little longer than the alarm scheduler
 # wakes actors early, so that an actor woken early stays up until its fire.
 _HOLD_MS = PREWAKE_MS + 100
 _ALL_FIRES = 2**62  # "every seq" for a prune; fits a signed 64-bit column
+
+
+# How a due job's action is called: through the runtime's dispatch, like any request
+# (the actor's instance hands the manager this callback; ``args`` ends with the fire's
+# ScheduledFireInfo).
+FireAction = Callable[[str, list[Any]], Awaitable[Any]]
 
 
 def recurring_id(name: str) -> str:
@@ -70,10 +76,12 @@ class _Run:
 
 
 class ScheduleManager:
-    """Owned by an :class:`ActorInstance`; ``c.schedule``/``c.cron`` are views over it."""
+    """One per awake actor; ``c.schedule``/``c.cron`` are views over it. ``fire`` calls a
+    due job's action."""
 
-    def __init__(self, instance: ActorInstance) -> None:
-        self.instance = instance
+    def __init__(self, core: ActorCore, fire: FireAction) -> None:
+        self.core = core
+        self._fire = fire
         self.jobs: dict[str, ScheduleRecord] = {}
         self._running: dict[str, int] = {}  # recurring job id -> seq of its run in progress
         # Wakes the timer when the jobs change; made with the timer (an Event and its
@@ -86,8 +94,8 @@ class ScheduleManager:
 
     async def load(self) -> None:
         """Read the actor's jobs; record runs a crash interrupted; arm the alarm."""
-        instance = self.instance
-        records = await instance.runtime.store.load_schedules(instance.actor_id)
+        core = self.core
+        records = await core.store.load_schedules(core.actor_id)
         self.jobs = {record.id: record for record in records}
         for record in records:
             if record.running_seq is not None:
@@ -101,21 +109,21 @@ class ScheduleManager:
 
     def now(self) -> int:
         """The runtime clock's time, epoch ms."""
-        return self.instance.runtime.clock.now_ms()
+        return self.core.clock.now_ms()
 
     # -------------------------------------------------------------------- staging
 
     def put(self, record: ScheduleRecord) -> None:
         """Insert or replace a job in memory and in the next commit."""
         self.jobs[record.id] = record
-        self.instance.commits.put_schedule(record)
+        self.core.commits.put_schedule(record)
 
     def remove(self, schedule_id: str) -> ScheduleRecord | None:
         """Delete a job (and a recurring job's history); return it, or None if unknown."""
         record = self.jobs.pop(schedule_id, None)
         if record is None:
             return None
-        self.instance.commits.delete_schedule(schedule_id)
+        self.core.commits.delete_schedule(schedule_id)
         if record.name is not None:
             self._running.pop(schedule_id, None)
             self.prune(record.name, _ALL_FIRES)
@@ -125,7 +133,7 @@ class ScheduleManager:
         """Drop the job's fires with ``seq <= up_to_seq`` (staged ones included)."""
         if up_to_seq < 1:
             return
-        self.instance.commits.prune_fires(name, up_to_seq)
+        self.core.commits.prune_fires(name, up_to_seq)
 
     def record_fire(self, job: ScheduleRecord, fire: ScheduleFireRecord, *, new: bool) -> None:
         """Stage a fire record of ``job``; a ``new`` one prunes history to ``max_history``."""
@@ -133,30 +141,28 @@ class ScheduleManager:
             return
         if not new and fire.seq <= job.fire_seq - job.max_history:
             return  # newer fires have pushed it out of the history meanwhile
-        self.instance.commits.put_fire(fire)
+        self.core.commits.put_fire(fire)
         if new:
             self.prune(job.name, fire.seq - job.max_history)
 
     def sync_alarm(self) -> None:
         """Make the earliest ``run_at`` the actor's schedule alarm; re-arm the timer."""
         earliest = min((job.run_at for job in self.jobs.values()), default=None)
-        self.instance.set_alarm(ALARM_SOURCE, earliest)
+        self.core.set_alarm(ALARM_SOURCE, earliest)
         if self._changed_event is not None:
             self._changed_event.set()
         self._ensure_timer()
 
     async def flush(self) -> None:
         """Wait until every staged change is durable."""
-        await self.instance.request_flush()
+        await self.core.request_flush()
 
     async def _record_interrupted(self, job: ScheduleRecord) -> None:
         seq = job.running_seq
         assert seq is not None
         assert job.name is not None
-        store = self.instance.runtime.store
-        fires = await store.load_fire_history(
-            self.instance.actor_id, job.name, job.fire_seq - seq + 1
-        )
+        store = self.core.store
+        fires = await store.load_fire_history(self.core.actor_id, job.name, job.fire_seq - seq + 1)
         for fire in fires:
             if fire.seq == seq and fire.result == "running":
                 error = {
@@ -164,7 +170,7 @@ class ScheduleManager:
                     "code": "interrupted",
                     "message": "The run was interrupted: the actor stopped or crashed.",
                 }
-                self.instance.commits.put_fire(
+                self.core.commits.put_fire(
                     dataclasses.replace(
                         fire, result="error", finished_at=self.now(), error=encode_value(error)
                     )
@@ -177,8 +183,8 @@ class ScheduleManager:
         if not self._started or not self.jobs:
             return
         if self._timer is None or self._timer.done():
-            name = f"schedules {self.instance.actor_id}"
-            self._timer = self.instance.tasks.spawn(self._run_timer(), name=name)
+            name = f"schedules {self.core.actor_id}"
+            self._timer = self.core.tasks.spawn(self._run_timer(), name=name)
 
     @property
     def _changed(self) -> asyncio.Event:
@@ -187,10 +193,10 @@ class ScheduleManager:
         return self._changed_event
 
     def _can_fire(self) -> bool:
-        return self.instance.status == "running" and not self.instance.abort.aborted
+        return self.core.running and not self.core.abort.aborted
 
     async def _run_timer(self) -> None:
-        clock = self.instance.runtime.clock
+        clock = self.core.clock
         while self._can_fire():
             self._changed.clear()
             due = min((job.run_at for job in self.jobs.values()), default=None)
@@ -205,21 +211,19 @@ class ScheduleManager:
     async def _hold_until(self, due: int) -> None:
         """Keep the actor awake until a job due very soon: going to sleep now would only
         mean being woken again in a moment (and would race the fire)."""
-        instance = self.instance
-        instance.enter()
-        waiting = asyncio.ensure_future(
-            sleep_until_or_event(instance.runtime.clock, due, self._changed)
-        )
-        aborted = asyncio.ensure_future(instance.abort.wait())  # a stop must not wait for us
+        core = self.core
+        core.activity.enter()
+        waiting = asyncio.ensure_future(sleep_until_or_event(core.clock, due, self._changed))
+        aborted = asyncio.ensure_future(core.abort.wait())  # a stop must not wait for us
         try:
             await asyncio.wait({waiting, aborted}, return_when=asyncio.FIRST_COMPLETED)
             if aborted.done():
                 # Going to sleep right before a fire: have the scheduler look again then.
-                instance.runtime.alarms.note(due)
+                core.note_alarm(due)
         finally:
             waiting.cancel()
             aborted.cancel()
-            instance.leave()
+            core.activity.leave()
 
     async def _fire_due(self) -> None:
         """Claim every due job, commit the claims, then start their actions."""
@@ -230,25 +234,26 @@ class ScheduleManager:
         )
         runs = [run for run in (self._try_claim(job, now) for job in due) if run is not None]
         self.sync_alarm()
-        instance = self.instance
+        core = self.core
+        activity = core.activity
         for _ in runs:
-            instance.enter()  # a fire keeps the actor awake until its outcome is recorded
+            activity.enter()  # a fire keeps the actor awake until its outcome is recorded
         try:
             await self.flush()
         except Exception:
-            instance.log.exception("committing scheduled fires failed; they do not run")
+            core.log.exception("committing scheduled fires failed; they do not run")
             for run in runs:
                 self._running.pop(run.job.id, None)
-                instance.leave()
+                activity.leave()
             return
-        observer = instance.observer
+        observer = core.observer
         for run in runs:
-            observer.alarm_fired(instance, "schedule", run.info.fired_at - run.info.scheduled_at)
+            observer.alarm_fired(core, "schedule", run.info.fired_at - run.info.scheduled_at)
             if self._can_fire():
-                instance.tasks.spawn(self._execute(run), name=f"fire {run.info.id}")
+                core.tasks.spawn(self._execute(run), name=f"fire {run.info.id}")
             else:  # a stop began while the claims were committed
                 self._release(run)
-                instance.leave()
+                activity.leave()
 
     def _release(self, run: _Run) -> None:
         """Undo the claim of a fire whose action cannot run (the actor is stopping): the
@@ -279,13 +284,13 @@ class ScheduleManager:
         except Exception:
             # Its next time cannot be computed (say, a zone the system no longer knows):
             # firing it again and again would not help.
-            self.instance.log.exception("deleting schedule %s: it cannot be fired", job.id)
+            self.core.log.exception("deleting schedule %s: it cannot be fired", job.id)
             self.remove(job.id)
             return None
 
     def _claim(self, job: ScheduleRecord, now: int) -> _Run | None:
-        if job.action not in self.instance.definition.actions:
-            self.instance.log.warning(
+        if job.action not in self.core.definition.actions:
+            self.core.log.warning(
                 "deleting schedule %s: its action `%s` no longer exists", job.id, job.action
             )
             self.remove(job.id)
@@ -328,27 +333,26 @@ class ScheduleManager:
         except (ActorAborted, ActorNotFound):
             pass  # the actor stopped or was destroyed meanwhile: nothing left to record
         except Exception:
-            self.instance.log.exception("recording scheduled fire %s failed", run.info.id)
+            self.core.log.exception("recording scheduled fire %s failed", run.info.id)
         finally:
-            self.instance.leave()
+            self.core.activity.leave()
 
     async def _call(self, run: _Run) -> dict[str, Any] | None:
         """Run the action; return ``{group, code, message}`` if it failed."""
         action = run.job.action
         try:
             args = [*decode_value(run.job.args), run.info]
-            dispatch = self.instance.runtime.dispatch
-            await dispatch.perform_in(self.instance, CallAction(action, args))
+            await self._fire(action, args)
         except ActionNotFound as exc:  # gone since the claim checked it
             self.remove(run.job.id)
             return _error_info(exc)
         except PerdureError as exc:
-            self.instance.log.warning("scheduled action %s failed: %s", action, exc)
+            self.core.log.warning("scheduled action %s failed: %s", action, exc)
             return _error_info(exc)
         except Exception:
             # call_action turns the action's own exceptions into InternalError; this is
             # arguments that could not be decoded.
-            self.instance.log.exception("scheduled action %s could not be called", action)
+            self.core.log.exception("scheduled action %s could not be called", action)
             return {"group": "actor", "code": "internal_error", "message": "Bad arguments."}
         return None
 

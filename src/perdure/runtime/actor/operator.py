@@ -1,4 +1,5 @@
-"""Operator operations on a live actor: repair its workflow, cancel one of its schedules.
+"""Operator operations on a live actor: repair its workflow, cancel one of its schedules,
+requeue or drop one of its dead letters.
 
 They arrive through the dispatch seam as :class:`~perdure.runtime.host.dispatch.Administer`
 operations (so in a cluster they run on the node that owns the actor) and run here, on
@@ -14,6 +15,7 @@ import weakref
 from typing import TYPE_CHECKING, Any
 
 from perdure.errors import InvalidRequest, RepairRefused, ScheduleNotFound
+from perdure.runtime.queues.leases import administer_dead_letter
 from perdure.store.base import QueueMessageRecord
 from perdure.store.encoding import encode_value
 from perdure.workflows.core import META_LOCATION, decode_history, encode_meta
@@ -22,7 +24,7 @@ from perdure.workflows.repair import RepairPlan, plan_replay, plan_retry
 if TYPE_CHECKING:
     from perdure.runtime.actor.instance import ActorInstance
 
-__all__ = ["ScheduleNotFound", "cancel_schedule", "repair_workflow"]
+__all__ = ["administer", "cancel_schedule", "repair_workflow"]
 
 # How long a repair waits for a step in progress to finish before answering
 # ``workflow.busy``.
@@ -30,6 +32,21 @@ STEP_PATIENCE = 5.0
 
 # One repair at a time per live actor.
 _locks: weakref.WeakKeyDictionary[ActorInstance, asyncio.Lock] = weakref.WeakKeyDictionary()
+
+
+async def administer(instance: ActorInstance, kind: str, argument: str | None) -> Any:
+    """Run the operator's operation ``kind`` on the live actor: ``requeue``/``drop`` a dead
+    letter (the message after a requeue), ``unschedule`` a job (``None``), or
+    ``retry``/``replay`` its workflow (the workflow's status once repaired)."""
+    if kind in ("requeue", "drop"):
+        instance.definition.require_queues()  # queue.not_configured
+        queue = instance.queue
+        assert queue is not None  # an awake actor with queues has one
+        return await administer_dead_letter(queue, kind, argument)
+    if kind == "unschedule":
+        await cancel_schedule(instance, argument or "")
+        return None
+    return await repair_workflow(instance, kind, argument)
 
 
 async def repair_workflow(
@@ -46,7 +63,7 @@ async def repair_workflow(
     async with _locks.setdefault(instance, asyncio.Lock()):
         was_running = await instance.park_workflow(STEP_PATIENCE)
         await instance.commits.flush_now()
-        stored = await instance.runtime.store.load_history(instance.actor_id)
+        stored = await instance.core.store.load_history(instance.actor_id)
         meta, entries = decode_history(stored)
         meta = meta or {"status": "pending"}
         try:
