@@ -35,7 +35,7 @@ from typing import Any
 
 from perdure import ActorRuntime, actor, setup
 from perdure.registry import Registry
-from perdure.runtime.actor.contexts import ActionContext
+from perdure.runtime import ActionContext
 from perdure.store import MemoryStore, SQLiteStore, Store
 
 MIB = 1024 * 1024

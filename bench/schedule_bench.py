@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from perdure import ActorRuntime, ScheduledFireInfo, actor, setup
-from perdure.runtime.actor.contexts import ActionContext, ActorContext
+from perdure.runtime import ActionContext, ActorContext
 from perdure.store import SQLiteStore
 
 MIB = 1024 * 1024

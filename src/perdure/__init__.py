@@ -18,26 +18,26 @@ from perdure._version import __version__ as __version__
 
 # Public name -> the module that defines it.
 _EXPORTS: dict[str, str] = {
-    "ActionContext": "perdure.runtime.actor.contexts",
+    "ActionContext": "perdure.runtime",
     "ActionNotFound": "perdure.errors",
     "ActionTimedOut": "perdure.errors",
     "ActorAlreadyExists": "perdure.errors",
-    "ActorContext": "perdure.runtime.actor.contexts",
+    "ActorContext": "perdure.runtime",
     "ActorDefinition": "perdure.definition",
     "ActorNotFound": "perdure.errors",
     "ActorOptions": "perdure.definition",
-    "ActorRuntime": "perdure.runtime.host.actor_runtime",
+    "ActorRuntime": "perdure.runtime",
     "CriticalError": "perdure.errors",
-    "CronFire": "perdure.runtime.schedules.info",
-    "CronJobInfo": "perdure.runtime.schedules.info",
+    "CronFire": "perdure.runtime",
+    "CronJobInfo": "perdure.runtime",
     "InternalError": "perdure.errors",
     "InvalidRequest": "perdure.errors",
     "Loop": "perdure.workflows.context",
     "PerdureError": "perdure.errors",
     "Registry": "perdure.registry",
     "ScheduleError": "perdure.errors",
-    "ScheduledEventInfo": "perdure.runtime.schedules.info",
-    "ScheduledFireInfo": "perdure.runtime.schedules.info",
+    "ScheduledEventInfo": "perdure.runtime",
+    "ScheduledFireInfo": "perdure.runtime",
     "StateNotSerializable": "perdure.errors",
     "StepContext": "perdure.workflows.context",
     "UserError": "perdure.errors",
@@ -111,9 +111,10 @@ if TYPE_CHECKING:
         UserError,
     )
     from perdure.registry import Registry, setup
-    from perdure.runtime.actor.contexts import ActionContext, ActorContext
-    from perdure.runtime.host.actor_runtime import ActorRuntime
-    from perdure.runtime.schedules.info import (
+    from perdure.runtime import (
+        ActionContext,
+        ActorContext,
+        ActorRuntime,
         CronFire,
         CronJobInfo,
         ScheduledEventInfo,

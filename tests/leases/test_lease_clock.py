@@ -20,7 +20,7 @@ import pytest
 from perdure import ActionContext, actor, queue, setup
 from perdure.errors import ArgumentError, DeadLetterNotFound, MessageNotDead, PerdureError
 from perdure.queue_message import DEFAULT_VISIBILITY_TIMEOUT
-from perdure.runtime.host.dispatch import Administer
+from perdure.runtime.actor.operations import Administer
 from perdure.store import SQLiteStore
 from perdure.testing import ActorTestEnv
 

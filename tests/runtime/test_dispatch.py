@@ -14,7 +14,7 @@ from pydantic import AfterValidator
 
 from perdure import ActorRuntime, actor, event, queue, setup
 from perdure.errors import ActionNotFound, InvalidRequest, PerdureError, QueueError
-from perdure.runtime.host.dispatch import ActorAddress, CallAction, SendMessage
+from perdure.runtime.actor.operations import ActorAddress, CallAction, SendMessage
 from perdure.store import MemoryStore
 
 VALIDATIONS: list[int] = []

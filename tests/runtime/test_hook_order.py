@@ -16,7 +16,7 @@ from perdure import actor, setup
 from perdure.registry import Registry
 from perdure.runtime.actor.connections import Connection
 from perdure.runtime.actor.contexts import ActionContext, ActorContext
-from perdure.runtime.host.dispatch import CallAction
+from perdure.runtime.actor.operations import CallAction
 
 from .harness import RuntimeFactory, eventually
 

@@ -56,7 +56,7 @@ from perdure.cli.loading import (
 from perdure.keys import serialize_key
 from perdure.observe.serving import add_serve_options, configure_logging, enable_otel
 from perdure.registry import Registry
-from perdure.runtime.cluster.member import NodeConfig
+from perdure.runtime import NodeConfig
 from perdure.server.edge.admin_access import admin_token
 from perdure.server.edge.client_access import server_token
 from perdure.store import SQLiteStore, StoreLocked
@@ -303,7 +303,7 @@ def _serve_on(
 ) -> int:
     import uvicorn
 
-    from perdure.runtime.host.actor_runtime import ActorRuntime
+    from perdure.runtime import ActorRuntime
     from perdure.server import create_app
     from perdure.server.edge.admin_access import AdminAccess
     from perdure.server.edge.draining import DrainingServer

@@ -43,7 +43,7 @@ from starlette.routing import Mount, Route, WebSocketRoute
 
 from perdure._version import __version__
 from perdure.errors import PerdureError
-from perdure.runtime.host.actor_runtime import ActorRuntime
+from perdure.runtime import ActorRuntime
 from perdure.server.admin.metrics import metrics_route
 from perdure.server.admin.routes import admin_routes
 from perdure.server.admin.ui import ui_routes

@@ -27,14 +27,14 @@ __all__ = [
 _EXPORTS: dict[str, str] = {
     "ActorTestEnv": "perdure.testing.env",
     "StoreChoice": "perdure.testing.env",
-    "ManualClock": "perdure.runtime.kernel.clock",
-    "SystemClock": "perdure.runtime.kernel.clock",
+    "ManualClock": "perdure.runtime",
+    "SystemClock": "perdure.runtime",
     "SettleTimeout": "perdure.testing.errors",
     "TimeTravelError": "perdure.testing.errors",
 }
 
 if TYPE_CHECKING:
-    from perdure.runtime.kernel.clock import ManualClock, SystemClock
+    from perdure.runtime import ManualClock, SystemClock
     from perdure.testing.env import ActorTestEnv, StoreChoice
     from perdure.testing.errors import SettleTimeout, TimeTravelError
 

@@ -23,8 +23,7 @@ from typing import TYPE_CHECKING, Literal, cast
 from perdure._time import duration_seconds, instant_ms
 from perdure.errors import ArgumentError
 from perdure.registry import Registry
-from perdure.runtime.host.actor_runtime import ActorRuntime
-from perdure.runtime.kernel.clock import ManualClock
+from perdure.runtime import ActorRuntime, ManualClock
 from perdure.store import MemoryStore, SQLiteStore, Store
 from perdure.testing.errors import SettleTimeout, TimeTravelError
 from perdure.testing.settle import WatchedStore, settle
@@ -32,7 +31,7 @@ from perdure.testing.settle import WatchedStore, settle
 if TYPE_CHECKING:
     from types import TracebackType
 
-    from perdure.runtime.local.client import LocalClient
+    from perdure.runtime import LocalClient
 
 __all__ = ["ActorTestEnv", "StoreChoice"]
 

@@ -17,7 +17,7 @@ import datetime as _dt
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from perdure._names import check_keywords, keyword_names, keywords_checked
 from perdure._time import duration_seconds, instant_ms, optional_duration
@@ -25,7 +25,6 @@ from perdure.errors import ArgumentError, StepContextExpired
 from perdure.queue_message import QueueMessage
 
 if TYPE_CHECKING:
-    from perdure.workflows.engine import WorkflowRunner
     from perdure.workflows.port import ActorClient, ActorIdentity, WorkflowHost
 
 __all__ = [
@@ -156,10 +155,92 @@ class _ActorIdentity:
         return self._identity.log
 
 
+# A branch of a join or race, a try block: code run with a context of its own scope.
+Block = Callable[["WorkflowContext"], Awaitable[Any]]
+
+
+class Primitives(Protocol):
+    """What a context asks of the run it belongs to: the workflow's primitives, each
+    given the context's scope (the engine's
+    :class:`~perdure.workflows.engine.WorkflowRunner` provides them). Written here so
+    that the contexts do not import the engine that builds them."""
+
+    @property
+    def host(self) -> WorkflowHost: ...
+
+    async def step(
+        self,
+        scope: str,
+        name: str,
+        fn: Callable[[StepContext], Any],
+        *,
+        max_retries: int,
+        backoff: tuple[float, float],
+        timeout: float,
+        retry_on_timeout: bool,
+        ephemeral: bool,
+        rollback: Callable[[StepContext, Any], Any] | None,
+    ) -> Any: ...
+
+    async def try_step(
+        self, scope: str, name: str, fn: Callable[[StepContext], Any], options: dict[str, Any]
+    ) -> TryResult: ...
+
+    async def try_block(
+        self, scope: str, name: str, fn: Block, catch: tuple[str, ...]
+    ) -> TryResult: ...
+
+    async def loop(
+        self,
+        scope: str,
+        name: str,
+        fn: Callable[..., Awaitable[Any]],
+        state: Any,
+        stateful: bool,
+        prune_interval: int,
+        keep: int,
+    ) -> Any: ...
+
+    async def sleep(
+        self, scope: str, name: str, deadline: int | None, seconds: float | None
+    ) -> None: ...
+
+    async def join(self, scope: str, name: str, branches: dict[str, Block]) -> dict[str, Any]: ...
+
+    async def race(
+        self, scope: str, name: str, branches: list[tuple[str, Block]]
+    ) -> tuple[str, Any]: ...
+
+    async def queue_next(
+        self,
+        scope: str,
+        name: str,
+        names: Iterable[str] | str | None,
+        timeout: float | None,
+        completable: bool,
+    ) -> QueueMessage: ...
+
+    async def queue_batch(
+        self,
+        scope: str,
+        name: str,
+        names: Iterable[str] | str | None,
+        count: int,
+        timeout: float | None,
+        completable: bool,
+    ) -> list[QueueMessage]: ...
+
+    async def rollback_checkpoint(self, scope: str, name: str) -> None: ...
+
+    async def removed(self, scope: str, name: str, original_kind: str) -> None: ...
+
+    async def get_version(self, scope: str, name: str, latest: int) -> int: ...
+
+
 class WorkflowContext(_ActorIdentity):
     """``ctx``: the orchestration primitives, bound to one scope of the history."""
 
-    def __init__(self, runner: WorkflowRunner, scope: str) -> None:
+    def __init__(self, runner: Primitives, scope: str) -> None:
         self._runner = runner
         self._identity = runner.host
         self._scope = scope

@@ -13,17 +13,14 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 from perdure.errors import ActorAborted, Evicted
 from perdure.store.encoding import decode_value, encode_value
-from perdure.workflows.context import WorkflowContext
+from perdure.workflows.context import Primitives, WorkflowContext
 from perdure.workflows.history import Entry, History, child_location, validate_name
 from perdure.workflows.port import MessageQueue, WorkflowHost
 from perdure.workflows.runner_support import RollbackRegistry
-
-if TYPE_CHECKING:
-    from perdure.workflows.engine import WorkflowRunner
 
 __all__ = [
     "META_LOCATION",
@@ -55,7 +52,7 @@ class RunnerCore:
         """The ``ctx`` of ``scope``, bound to this runner."""
         # The primitives are split over mixins of this class by concept; the one class
         # that runs workflows (and the only one a context ever sees) combines them all.
-        return WorkflowContext(cast("WorkflowRunner", self), scope)
+        return WorkflowContext(cast("Primitives", self), scope)
 
     # ----------------------------------------------------------------- loading
 

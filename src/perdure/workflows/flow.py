@@ -7,7 +7,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from perdure.errors import JoinError, PerdureError, RaceError, StepExhausted, WorkflowFailure
-from perdure.workflows.context import LoopBreak, LoopContinue, TryResult, WorkflowContext
+from perdure.workflows.context import Block, LoopBreak, LoopContinue, TryResult
 from perdure.workflows.core import RunnerCore, maybe_await
 from perdure.workflows.history import (
     Divergence,
@@ -19,8 +19,6 @@ from perdure.workflows.history import (
 from perdure.workflows.runner_support import error_info
 
 __all__ = ["FlowPrimitives"]
-
-Block = Callable[[WorkflowContext], Awaitable[Any]]
 
 
 class FlowPrimitives(RunnerCore):

@@ -1,7 +1,7 @@
 """Operator operations on a live actor: repair its workflow, cancel one of its schedules,
 requeue or drop one of its dead letters.
 
-They arrive through the dispatch seam as :class:`~perdure.runtime.host.dispatch.Administer`
+They arrive through the dispatch seam as :class:`~perdure.runtime.actor.operations.Administer`
 operations (so in a cluster they run on the node that owns the actor) and run here, on
 the live instance. A workflow repair stops the run (see
 :meth:`ActorInstance.park_workflow`), writes the plan of :mod:`perdure.workflows.repair`

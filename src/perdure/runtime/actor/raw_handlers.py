@@ -1,5 +1,5 @@
 """The runtime side of a raw request or socket (``on_request``/``on_websocket``,
-docs/edge.md "Raw handlers"): reached through :meth:`perdure.runtime.host.dispatch.ActorRef.raw`."""
+docs/edge.md "Raw handlers"): reached through :meth:`perdure.runtime.dispatch.refs.ActorRef.raw`."""
 
 from __future__ import annotations
 

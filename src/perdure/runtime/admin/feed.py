@@ -24,7 +24,7 @@ from perdure.runtime.admin.inspector import entry_view, shown
 from perdure.telemetry import ActorFacts, Observer
 
 if TYPE_CHECKING:
-    from perdure.runtime.host.actor_runtime import ActorRuntime
+    from perdure.runtime.admin.view import RuntimeView
 
 __all__ = ["BACKLOG", "ActorFeed", "Change", "FeedWatch"]
 
@@ -84,7 +84,7 @@ class FeedWatch:
 class ActorFeed(Observer):
     """Live changes per actor for the admin API (see the module docstring)."""
 
-    def __init__(self, runtime: ActorRuntime) -> None:
+    def __init__(self, runtime: RuntimeView) -> None:
         self._runtime = runtime
         self._watches: dict[str, set[FeedWatch]] = {}
         self._attached = False

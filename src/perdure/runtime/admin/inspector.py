@@ -22,7 +22,7 @@ from perdure.workflows.history import Entry
 
 if TYPE_CHECKING:
     from perdure.runtime.actor.instance import ActorInstance
-    from perdure.runtime.host.actor_runtime import ActorRuntime
+    from perdure.runtime.admin.view import RuntimeView
 
 __all__ = ["ActorInspector", "dead_letter", "entry_view", "shown"]
 
@@ -54,7 +54,7 @@ def _decoded(data: bytes | None) -> Any:
 class ActorInspector:
     """Answers the admin API's reads for one runtime."""
 
-    def __init__(self, runtime: ActorRuntime) -> None:
+    def __init__(self, runtime: RuntimeView) -> None:
         self._runtime = runtime
 
     # ---------------------------------------------------------------- overview

@@ -35,7 +35,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from perdure.runtime.actor.connections import Transport
-    from perdure.runtime.host.dispatch import ActorIdentity, Forwardable
+    from perdure.runtime.actor.operations import Forwardable
+    from perdure.runtime.kernel.core import ActorIdentity
     from perdure.store.base import ActorRecord, Lease, Store
 
 __all__ = [
@@ -120,7 +121,7 @@ class PeerLink(Protocol):
 
 class RemoteConnection(Protocol):
     """A connection to an actor on another node, with the surface of a local
-    :class:`~perdure.runtime.host.dispatch.ConnectionRef`."""
+    :class:`~perdure.runtime.dispatch.refs.ConnectionRef`."""
 
     @property
     def id(self) -> str: ...

@@ -22,14 +22,16 @@ from perdure.errors import (
 )
 from perdure.keys import Key, normalize_key
 from perdure.registry import Registry
-from perdure.runtime.actor.instance import ActorInstance, StopReason
+from perdure.runtime.actor.instance import ActorInstance
+from perdure.runtime.actor.operations import CallAction, ResolveMethod
 from perdure.runtime.admin.feed import ActorFeed
 from perdure.runtime.cluster.member import ClusterMember, NodeConfig
-from perdure.runtime.cluster.placement import Placement
+from perdure.runtime.dispatch.dispatcher import ActorDispatch
+from perdure.runtime.dispatch.placement import Placement
 from perdure.runtime.host.alarms import AlarmScheduler
-from perdure.runtime.host.dispatch import ActorDispatch, CallAction, ResolveMethod
 from perdure.runtime.host.readiness import Readiness
 from perdure.runtime.kernel.clock import Clock, SystemClock
+from perdure.runtime.kernel.core import StopReason
 from perdure.runtime.kernel.tasks import TaskOwner
 from perdure.runtime.local.client import LocalClient
 from perdure.runtime.queues.actor_queue import QueueSendResult
@@ -76,7 +78,7 @@ class ActorRuntime:
         self._creating: dict[tuple[str, Key], asyncio.Future[str]] = {}
         self._tasks = TaskOwner("runtime")
         self.alarms = AlarmScheduler(self)
-        # The one way into an actor for every request (see perdure.runtime.host.dispatch).
+        # The one way into an actor for every request (see perdure.runtime.dispatch).
         self.dispatch = ActorDispatch(self)
         # What the engine reports (metrics, traces, the inspector's feed): see
         # perdure.telemetry. Empty until someone watches.

@@ -24,13 +24,15 @@ from typing import TYPE_CHECKING, Any, Literal, overload
 
 from perdure.handles import ActorEvent, Duration, EventGap, SendResult, WorkflowStatus, seconds
 from perdure.keys import normalize_key
-from perdure.runtime.host.dispatch import ActorAddress, ActorRef, CallAction, SendMessage
+from perdure.runtime.actor.operations import ActorAddress, CallAction, SendMessage
+from perdure.runtime.dispatch.refs import ActorRef
 from perdure.runtime.local.connection import ActionRef, LocalConnection
 from perdure.runtime.local.events import follow_events
 
 if TYPE_CHECKING:
     from perdure import handles
-    from perdure.runtime.host.dispatch import ActorDispatch, Operation, ResolveMethod
+    from perdure.runtime.actor.operations import Operation, ResolveMethod
+    from perdure.runtime.dispatch.dispatcher import ActorDispatch
 
 __all__ = ["ActionRef", "LocalAccessor", "LocalClient", "LocalConnection", "LocalHandle"]
 

@@ -24,7 +24,7 @@ from perdure.handles import CloseEvent, Duration, seconds
 
 if TYPE_CHECKING:
     from perdure.runtime.cluster.member import RemoteConnection
-    from perdure.runtime.host.dispatch import ActorRef, ConnectionRef
+    from perdure.runtime.dispatch.refs import ActorRef, ConnectionRef
 
 __all__ = ["ActionRef", "LocalConnection"]
 

@@ -10,8 +10,8 @@ from typing import Any
 from perdure.errors import InvalidRequest
 from perdure.handles import ActorEvent, CloseEvent, EventGap
 from perdure.protocol.resume import check_since
+from perdure.runtime.dispatch.refs import ActorRef, ConnectionRef
 from perdure.runtime.events.log import LoggedEvent, Since
-from perdure.runtime.host.dispatch import ActorRef, ConnectionRef
 
 __all__ = ["follow_events"]
 

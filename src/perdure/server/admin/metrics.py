@@ -15,7 +15,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from perdure.observe.metrics import MetricsObserver
-from perdure.runtime.host.actor_runtime import ActorRuntime
+from perdure.runtime import ActorRuntime
 from perdure.server.edge.admin_access import AdminAccess
 from perdure.server.gateway.management import json_errors
 

@@ -26,9 +26,15 @@ from starlette.routing import Route
 
 from perdure.errors import ActorNotFound, InvalidRequest
 from perdure.protocol.values import from_json_value
-from perdure.runtime.admin.inspector import ActorInspector, AwakeFilter, shown
-from perdure.runtime.host.actor_runtime import ActorRuntime
-from perdure.runtime.host.dispatch import Administer, CallAction, SendMessage
+from perdure.runtime import (
+    ActorInspector,
+    ActorRuntime,
+    Administer,
+    AwakeFilter,
+    CallAction,
+    SendMessage,
+    shown,
+)
 from perdure.server.admin.openapi import openapi_document
 from perdure.server.edge.admin_access import AdminAccess
 from perdure.server.gateway.management import Endpoint, json_errors, json_response, read_json_object

@@ -36,19 +36,20 @@ from perdure.errors import (
     PerdureError,
     status_for,
 )
-from perdure.runtime.actor.connections import Transport
-from perdure.runtime.cluster.member import PeerNode, RemoteConnection
-from perdure.runtime.host.actor_runtime import ActorRuntime
-from perdure.runtime.host.dispatch import (
+from perdure.runtime import (
     NO_CONNECTION,
     ActorIdentity,
     ActorRef,
+    ActorRuntime,
     Administer,
     CallAction,
     Forwardable,
+    PeerNode,
+    QueueSendResult,
+    RemoteConnection,
     SendMessage,
+    Transport,
 )
-from perdure.runtime.queues.actor_queue import QueueSendResult
 from perdure.server.cluster.peer_http import PeerConnectError, PeerHttpError, PeerHttpPool
 from perdure.server.cluster.pipe import SECRET_HEADER
 from perdure.server.edge.asgi import Receive, Scope, Send, header_value, read_body, send_bytes

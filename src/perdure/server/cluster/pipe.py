@@ -20,7 +20,7 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, WebSocketException
 
 from perdure.errors import PeerUnreachable, PerdureError
-from perdure.runtime.cluster.member import PeerNode
+from perdure.runtime import PeerNode
 from perdure.server.edge.asgi import Receive, Scope, Send, header_value
 
 __all__ = [

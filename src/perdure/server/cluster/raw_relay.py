@@ -24,7 +24,7 @@ from urllib.parse import parse_qsl, quote, urlencode
 import httpx
 
 from perdure.errors import ActorUnavailable, PeerUnreachable
-from perdure.runtime.cluster.member import PeerNode
+from perdure.runtime import PeerNode
 from perdure.server.cluster.pipe import dial, peer_headers, pipe_to_owner, websocket_url
 from perdure.server.edge.asgi import Receive, Scope, Send, client_gone, header_value
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import uvicorn
 
-from perdure.runtime.host.actor_runtime import ActorRuntime
+from perdure.runtime import ActorRuntime
 
 __all__ = ["DRAIN_TIMEOUT", "DrainingServer"]
 

@@ -19,7 +19,7 @@ from perdure.protocol.messages import ActorInfo, HttpResponseError
 from perdure.server.edge.asgi import Headers, Send, send_bytes
 
 if TYPE_CHECKING:
-    from perdure.runtime.host.dispatch import ActorIdentity
+    from perdure.runtime import ActorIdentity
 
 __all__ = [
     "MethodNotAllowed",

@@ -13,7 +13,7 @@ from typing import Any
 
 from perdure.protocol.messages import Event
 from perdure.protocol.resume import CONTROL_EVENT, RESUME_PREFIX
-from perdure.runtime.events.log import LoggedEvent, Since, parse_since
+from perdure.runtime import LoggedEvent, Since, parse_since
 from perdure.server.gateway.outbox import SocketTransport
 
 __all__ = ["NUMBERED", "DirectMessages", "SocketEvents", "resume_from"]

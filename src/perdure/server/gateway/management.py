@@ -29,8 +29,7 @@ from starlette.routing import Route
 
 from perdure.errors import InvalidRequest, status_for
 from perdure.keys import Key, deserialize_key, normalize_key, serialize_key
-from perdure.runtime.host.actor_runtime import ActorRuntime
-from perdure.runtime.host.dispatch import ActorSummary
+from perdure.runtime import ActorRuntime, ActorSummary
 from perdure.server.edge.asgi import read_body
 from perdure.server.edge.wire_errors import error_body, header_text, public_error
 from perdure.server.gateway.target import check_actor_name, decode_input

@@ -21,8 +21,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 
 from perdure.errors import NoRawHandler, PerdureError
 from perdure.protocol.codec import Encoding
-from perdure.runtime.cluster.member import ClusterMember
-from perdure.runtime.host.dispatch import ActorDispatch, ActorRef
+from perdure.runtime import ActorDispatch, ActorRef, ClusterMember
 from perdure.server.cluster.pipe import handed_on_by_peer
 from perdure.server.cluster.raw_relay import RawRelay
 from perdure.server.edge.asgi import (

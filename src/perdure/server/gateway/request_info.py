@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from types import MappingProxyType
 
-from perdure.runtime.actor.connections import RequestInfo, bind_request
+from perdure.runtime import RequestInfo, bind_request
 from perdure.server.edge.asgi import Scope
 
 __all__ = ["bind", "request_info"]

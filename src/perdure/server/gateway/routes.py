@@ -27,8 +27,7 @@ from perdure.protocol.messages import (
     HttpQueueSendRequest,
     HttpQueueSendResponse,
 )
-from perdure.runtime.host.actor_runtime import ActorRuntime
-from perdure.runtime.host.dispatch import ActorRef, CallAction, Operation, SendMessage
+from perdure.runtime import ActorRef, ActorRuntime, CallAction, Operation, SendMessage
 from perdure.server.edge.asgi import (
     ClientDisconnected,
     Receive,

@@ -27,8 +27,7 @@ from typing import Any
 from perdure.errors import PerdureError
 from perdure.handles import CloseEvent
 from perdure.protocol.values import to_json_value
-from perdure.runtime.events.log import LoggedEvent, Since, parse_since
-from perdure.runtime.host.dispatch import ActorDispatch, ConnectionRef
+from perdure.runtime import ActorDispatch, ConnectionRef, LoggedEvent, Since, parse_since
 from perdure.server.cluster.raw_relay import RawRelay
 from perdure.server.edge.asgi import Receive, Scope, Send, client_gone, header_value
 from perdure.server.edge.wire_errors import MethodNotAllowed, actor_headers, send_error

@@ -32,7 +32,7 @@ from perdure.keys import Key, normalize_key
 from perdure.protocol.codec import check_value
 from perdure.protocol.values import decode_cbor_value
 from perdure.registry import MAX_ACTOR_NAME_LENGTH, RegistryOptions
-from perdure.runtime.host.dispatch import ActorAddress, ActorDispatch, ActorRef, ResolveMethod
+from perdure.runtime import ActorAddress, ActorDispatch, ActorRef, ResolveMethod
 
 __all__ = [
     "MAX_COMMAS_CHECKED",

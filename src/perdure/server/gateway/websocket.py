@@ -35,11 +35,14 @@ from perdure.errors import InvalidRequest, PerdureError
 from perdure.protocol.codec import Encoding, decode_to_server, is_binary, parse_encoding
 from perdure.protocol.messages import ActionRequest, Init, SubscriptionRequest
 from perdure.registry import RegistryOptions
-from perdure.runtime.actor.connections import Transport, inherit_request
-from perdure.runtime.cluster.member import RemoteConnection
-from perdure.runtime.events.log import Since
-from perdure.runtime.host.actor_runtime import ActorRuntime
-from perdure.runtime.host.dispatch import ConnectionRef
+from perdure.runtime import (
+    ActorRuntime,
+    ConnectionRef,
+    RemoteConnection,
+    Since,
+    Transport,
+    inherit_request,
+)
 from perdure.server.cluster.pipe import handed_on_by_peer, open_upstream, pipe_to_owner
 from perdure.server.edge.asgi import Receive, Scope, Send, body_too_long, header_value, traced
 from perdure.server.edge.wire_errors import public_error

@@ -22,7 +22,7 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
 from perdure.errors import PerdureError
-from perdure.runtime.host.actor_runtime import ActorRuntime
+from perdure.runtime import ActorRuntime
 from perdure.server.admin.ui.render import SECURITY_HEADERS, page
 from perdure.server.edge.admin_access import (
     ADMIN_COOKIE,

@@ -31,14 +31,15 @@ from perdure.errors import (
     PeerUnreachable,
 )
 from perdure.runtime.cluster.member import PeerNode
-from perdure.runtime.host.dispatch import ConnectionRef
+from perdure.runtime.dispatch.refs import ConnectionRef
 
 if TYPE_CHECKING:
     from perdure.runtime.actor.connections import Transport
     from perdure.runtime.actor.instance import ActorInstance
+    from perdure.runtime.actor.operations import Forwardable
     from perdure.runtime.cluster.member import ClusterMember, PeerLink, RemoteConnection
-    from perdure.runtime.host.actor_runtime import ActorRuntime
-    from perdure.runtime.host.dispatch import ActorIdentity, Forwardable
+    from perdure.runtime.dispatch.port import DispatchHost
+    from perdure.runtime.kernel.core import ActorIdentity
 
 __all__ = ["Placement"]
 
@@ -49,7 +50,7 @@ _RETRY_PAUSE = 0.1
 class Placement:
     """The cluster's routing for one runtime (``runtime.placement``)."""
 
-    def __init__(self, runtime: ActorRuntime, member: ClusterMember) -> None:
+    def __init__(self, runtime: DispatchHost, member: ClusterMember) -> None:
         self._runtime = runtime
         self._member = member
         self._owners: dict[str, str] = {}  # actor id -> node id that owned it last we saw
