@@ -45,7 +45,15 @@ HTTP status a server answers with. The tree::
     │   ├── PeerUnreachable          actor.owner_unreachable (503) the owner did not answer
     │   ├── NotOwner                 actor.not_owner (503)        forwarded to a node that
     │   │                                                         does not own the actor
-    │   └── ActorUnavailable         actor.unavailable (503)      no node can serve it yet
+    │   ├── ActorUnavailable         actor.unavailable (503)      no node can serve it yet
+    │   └── RemoteError              (as answered)                another node's error, kept
+    ├── (edge: the server refuses before any actor)
+    │   ├── RouteNotFound            actor.route_not_found (404)  no route for this path
+    │   ├── MethodNotAllowed         actor.method_not_allowed (405)
+    │   ├── RequestRefused           request.* (400, 413, 431 …)  malformed, too large, slow
+    │   ├── OriginNotAllowed         cors.origin_not_allowed (403)
+    │   ├── AdminDenied              admin.unauthorized/forbidden the admin surface refused
+    │   └── NotLocal                 actor.not_local (503)        streamed by another node
     └── (workflow: WorkflowError)    workflow.*
         ├── WorkflowFailure          a step out of retries, a failed join or race
         │   ├── StepExhausted, JoinError, RaceError
@@ -63,9 +71,11 @@ Only errors marked ``public`` show their message to remote callers; any other ex
 is reported as ``actor.internal_error`` with a generic message and logged in full.
 
 The classes live in the modules of this package by concern (:mod:`.base`, :mod:`.actor`,
-:mod:`.storage`, :mod:`.cluster`, :mod:`.workflow`); import them from here. The server's
-own refusals at its edge are in :mod:`perdure.server.edge`, the clients' transport errors
-in :mod:`perdure.client`, the test kit's in :mod:`perdure.testing`.
+:mod:`.storage`, :mod:`.cluster`, :mod:`.edge`, :mod:`.workflow`); import them from
+here. Two kinds of error sit outside, with the code that alone raises them: the clients'
+(:mod:`perdure.client`: an error answered by a server, as ``ActorError``, and transport
+failures) and the test kit's (:mod:`perdure.testing`: ``TimeTravelError``,
+``SettleTimeout``).
 """
 
 from __future__ import annotations
@@ -103,6 +113,15 @@ from perdure.errors.cluster import (
     ActorUnavailable,
     NotOwner,
     PeerUnreachable,
+    RemoteError,
+)
+from perdure.errors.edge import (
+    AdminDenied,
+    MethodNotAllowed,
+    NotLocal,
+    OriginNotAllowed,
+    RequestRefused,
+    RouteNotFound,
 )
 from perdure.errors.storage import (
     ActorOwnedElsewhere,
@@ -137,6 +156,7 @@ __all__ = [
     "ActorOwnedElsewhere",
     "ActorStopping",
     "ActorUnavailable",
+    "AdminDenied",
     "ArgumentError",
     "CriticalError",
     "DeadLetterNotFound",
@@ -150,14 +170,20 @@ __all__ = [
     "LeaseLost",
     "MessageError",
     "MessageNotDead",
+    "MethodNotAllowed",
     "NoRawHandler",
+    "NotLocal",
     "NotOwner",
+    "OriginNotAllowed",
     "PeerUnreachable",
     "PerdureError",
     "QueueError",
     "RaceError",
     "ReadOnlyUnavailable",
+    "RemoteError",
     "RepairRefused",
+    "RequestRefused",
+    "RouteNotFound",
     "ScheduleError",
     "ScheduleNotFound",
     "StateNotSerializable",

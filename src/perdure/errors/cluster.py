@@ -1,7 +1,10 @@
 """Errors between the nodes of a cluster: an owner that cannot be reached, a request that
-reached a node that does not own the actor, no node able to serve it in time."""
+reached a node that does not own the actor, no node able to serve it in time, and an
+error another node answered with."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from perdure.errors.base import PerdureError
 
@@ -34,3 +37,16 @@ class ActorUnavailable(PerdureError):
 
     default_code = "unavailable"
     status = 503
+
+
+class RemoteError(PerdureError):
+    """An error another node answered with, kept as it was (group, code, status)."""
+
+    def __init__(self, error: dict[str, Any]) -> None:
+        super().__init__(
+            str(error.get("message", "")),
+            code=str(error.get("code", "internal_error")),
+            metadata=error.get("metadata"),
+            group=str(error.get("group", "actor")),
+        )
+        self.status = int(error.get("status", 500))  # type: ignore[misc]

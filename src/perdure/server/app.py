@@ -42,7 +42,7 @@ from starlette.responses import Response
 from starlette.routing import Mount, Route, WebSocketRoute
 
 from perdure._version import __version__
-from perdure.errors import PerdureError
+from perdure.errors import MethodNotAllowed, PerdureError, RouteNotFound
 from perdure.runtime import ActorRuntime
 from perdure.server.admin.metrics import metrics_route
 from perdure.server.admin.routes import admin_routes
@@ -52,7 +52,7 @@ from perdure.server.edge.admin_access import AdminAccess
 from perdure.server.edge.client_access import ClientAccess
 from perdure.server.edge.cors import CorsPolicy
 from perdure.server.edge.door import EdgeGuard
-from perdure.server.edge.wire_errors import MethodNotAllowed, RouteNotFound, error_body, header_text
+from perdure.server.edge.wire_errors import error_body, header_text
 from perdure.server.gateway.management import json_response, management_routes
 from perdure.server.gateway.routes import Gateway
 from perdure.server.gateway.websocket import DirectConnect

@@ -1,4 +1,6 @@
-"""One live actor: the instance that composes every feature (:mod:`.instance`), the
-contexts user code sees (:mod:`.contexts`), hooks (:mod:`.hooks`), connections
-(:mod:`.connections`), raw handlers (:mod:`.raw_handlers`) and the workflow port
-implemented for the actor (:mod:`.workflow_host`)."""
+"""One live actor: the instance that composes every part (:mod:`.instance`) and what it
+needs of the runtime hosting it (:mod:`.hosting`), the contexts user code sees
+(:mod:`.contexts`), hooks (:mod:`.hooks`), connections (:mod:`.connections`), the
+operations a request asks of it (:mod:`.operations`), an operator's repairs
+(:mod:`.operator`), raw handlers (:mod:`.raw_handlers`) and the workflow port implemented
+for the actor (:mod:`.workflow_host`)."""

@@ -1,3 +1,3 @@
-"""The runtime that hosts actors: :class:`ActorRuntime` (:mod:`.actor_runtime`), the one way
-into an actor (:mod:`.dispatch`), the alarms that wake hibernated actors
-(:mod:`.alarms`) and readiness (:mod:`.readiness`)."""
+"""The runtime that hosts actors: :class:`ActorRuntime` (:mod:`.actor_runtime`), which
+wakes, holds and stops live instances and builds every other room on itself, the alarms
+that wake hibernated actors (:mod:`.alarms`) and readiness (:mod:`.readiness`)."""

@@ -34,6 +34,7 @@ from perdure.errors import (
     NotOwner,
     PeerUnreachable,
     PerdureError,
+    RemoteError,
     status_for,
 )
 from perdure.runtime import (
@@ -274,19 +275,6 @@ def _answer(status: int, content: bytes, operation: Forwardable) -> tuple[Any, A
     if isinstance(operation, SendMessage):
         result = QueueSendResult(result["status"], result.get("response"))
     return result, who  # type: ignore[return-value]
-
-
-class RemoteError(PerdureError):
-    """An error another node answered with, kept as it was (group, code, status)."""
-
-    def __init__(self, error: dict[str, Any]) -> None:
-        super().__init__(
-            str(error.get("message", "")),
-            code=str(error.get("code", "internal_error")),
-            metadata=error.get("metadata"),
-            group=str(error.get("group", "actor")),
-        )
-        self.status = int(error.get("status", 500))  # type: ignore[misc]
 
 
 def _remote_error(error: dict[str, Any]) -> PerdureError:

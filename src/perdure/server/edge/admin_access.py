@@ -19,29 +19,17 @@ from dataclasses import dataclass
 
 from starlette.requests import HTTPConnection
 
-from perdure.errors import PerdureError
+from perdure.errors import AdminDenied
 
 __all__ = [
     "ADMIN_COOKIE",
     "AdminAccess",
-    "AdminDenied",
     "AdminDisabled",
     "AdminUnauthorized",
     "admin_token",
 ]
 
 ADMIN_COOKIE = "perdure_admin"
-
-
-class AdminDenied(PerdureError):
-    """The admin surface refused a request (``admin.unauthorized`` or ``admin.forbidden``)."""
-
-    group = "admin"
-    default_code = "forbidden"
-    status = 403
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
 
 
 class AdminDisabled(AdminDenied):

@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from perdure.errors import PerdureError
+from perdure.errors import OriginNotAllowed
 from perdure.server.edge.asgi import Headers, Scope, header_value
 
 __all__ = ["ALLOWED_HEADERS", "CorsPolicy", "OriginNotAllowed"]
@@ -48,14 +48,6 @@ ALLOWED_HEADERS = (
 _ALLOWED_METHODS = b"GET, POST, PUT, DELETE, OPTIONS"
 _EXPOSED_HEADERS = b"x-rivet-error, x-rivet-actor, x-rivet-actor-name, x-rivet-actor-key"
 _MAX_AGE = b"600"
-
-
-class OriginNotAllowed(PerdureError):
-    """A browser page of an origin the CORS policy does not allow (403)."""
-
-    group = "cors"
-    default_code = "origin_not_allowed"
-    status = 403
 
 
 @dataclass(frozen=True, slots=True)

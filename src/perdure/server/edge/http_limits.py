@@ -15,11 +15,11 @@ The connection is closed after the answer (the rest of the request is not read).
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Final
+from typing import Final
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from perdure.errors import PerdureError, status_for
+from perdure.errors import RequestRefused, status_for
 from perdure.server.edge.wire_errors import error_body, header_text
 
 __all__ = ["MAX_HEADERS", "MAX_HEADER_BYTES", "MAX_URL_BYTES", "EdgeHttpProtocol", "RequestRefused"]
@@ -38,18 +38,6 @@ _REASONS: Final = {
     414: b"URI Too Long",
     431: b"Request Header Fields Too Large",
 }
-
-
-class RequestRefused(PerdureError):
-    """A request the HTTP layer refuses before any route sees it."""
-
-    group: ClassVar[str] = "request"
-    default_code: ClassVar[str] = "malformed"
-    status: ClassVar[int] = 400
-
-    def __init__(self, message: str, *, code: str, status: int, metadata: Any = None) -> None:
-        super().__init__(message, code=code, metadata=metadata)
-        self.status = status  # type: ignore[misc]  # one class, three statuses
 
 
 class _Refuse(Exception):

@@ -22,8 +22,6 @@ if TYPE_CHECKING:
     from perdure.runtime import ActorIdentity
 
 __all__ = [
-    "MethodNotAllowed",
-    "RouteNotFound",
     "actor_headers",
     "actor_info",
     "error_body",
@@ -34,24 +32,6 @@ __all__ = [
 
 _log = logging.getLogger("perdure.server")
 _PRINTABLE = frozenset(chr(c) for c in range(0x20, 0x7F))
-
-
-class RouteNotFound(PerdureError):
-    """No route answers this path."""
-
-    default_code = "route_not_found"
-    status = 404
-
-
-class MethodNotAllowed(PerdureError):
-    """The route exists but not for this HTTP method."""
-
-    default_code = "method_not_allowed"
-    status = 405
-
-    # rivetkit 2.3.19's text and metadata (rivetkit-core's MethodNotAllowed), byte for byte.
-    def __init__(self, method: str, path: str) -> None:
-        super().__init__("Method not allowed", metadata={"method": method, "path": path})
 
 
 def public_error(exc: BaseException) -> PerdureError:

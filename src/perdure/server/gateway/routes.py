@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from perdure.errors import InvalidRequest
+from perdure.errors import InvalidRequest, MethodNotAllowed, RouteNotFound
 from perdure.protocol.codec import Encoding, content_type, decode_http, encode_http, parse_encoding
 from perdure.protocol.messages import (
     HttpActionRequest,
@@ -40,8 +40,6 @@ from perdure.server.edge.asgi import (
     traced,
 )
 from perdure.server.edge.wire_errors import (
-    MethodNotAllowed,
-    RouteNotFound,
     actor_headers,
     send_error,
 )

@@ -24,13 +24,13 @@ import asyncio
 import json
 from typing import Any
 
-from perdure.errors import PerdureError
+from perdure.errors import MethodNotAllowed, NotLocal
 from perdure.handles import CloseEvent
 from perdure.protocol.values import to_json_value
 from perdure.runtime import ActorDispatch, ConnectionRef, LoggedEvent, Since, parse_since
 from perdure.server.cluster.raw_relay import RawRelay
 from perdure.server.edge.asgi import Receive, Scope, Send, client_gone, header_value
-from perdure.server.edge.wire_errors import MethodNotAllowed, actor_headers, send_error
+from perdure.server.edge.wire_errors import actor_headers, send_error
 from perdure.server.gateway.target import (
     parse_conn_params,
     parse_query,
@@ -46,11 +46,6 @@ _HEADERS = [
     (b"cache-control", b"no-cache"),
     (b"x-accel-buffering", b"no"),  # nginx: do not buffer the stream
 ]
-
-
-class _NotLocal(PerdureError):
-    default_code = "not_local"
-    status = 503
 
 
 class _StreamSink:
@@ -110,13 +105,13 @@ class EventStream:
             owner = await actor.remote_owner()
             if owner is not None:
                 if self.relay is None:
-                    raise _NotLocal("The actor lives on another node; its events stream there.")
+                    raise NotLocal("The actor lives on another node; its events stream there.")
                 await self.relay.event_stream(owner, scope, receive, send, actor.actor_id)
                 return
             opened = await actor.connect(params, sink)
             if not isinstance(opened, ConnectionRef):
                 await opened.close()
-                raise _NotLocal("The actor lives on another node; its events stream there.")
+                raise NotLocal("The actor lives on another node; its events stream there.")
             conn = opened
             await conn.follow(since, sink)
         except Exception as exc:

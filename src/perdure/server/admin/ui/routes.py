@@ -21,13 +21,12 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
-from perdure.errors import PerdureError
+from perdure.errors import AdminDenied, PerdureError
 from perdure.runtime import ActorRuntime
 from perdure.server.admin.ui.render import SECURITY_HEADERS, page
 from perdure.server.edge.admin_access import (
     ADMIN_COOKIE,
     AdminAccess,
-    AdminDenied,
     AdminUnauthorized,
 )
 from perdure.server.edge.asgi import read_body
