@@ -10,6 +10,7 @@ lists it. Each check is first shown to fail on a small tree that breaks it.
 from __future__ import annotations
 
 import ast
+import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
@@ -200,3 +201,16 @@ def test_the_face_lists_the_runtime_rooms() -> None:
         "host",
         "kernel",
     }
+
+
+def test_no_module_is_named_like_a_standard_library_module() -> None:
+    # `inspect.py` or `queue.py` inside a package is one relative import away from
+    # shadowing the standard library's, and misleads a reader either way.
+    named = {
+        str(path.relative_to(SOURCE))
+        for path in (SOURCE / "perdure").rglob("*")
+        if (path.is_dir() or path.suffix == ".py")
+        and path.stem != "__init__"
+        and path.stem in sys.stdlib_module_names
+    }
+    assert named == set()

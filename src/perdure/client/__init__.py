@@ -17,7 +17,7 @@ Everything else is written once, underneath:
   (method, URL, headers, body, and the ``parse`` of its reply), without I/O;
 - ``_connstate``: a connection's state machine, without I/O: each event in, a list of
   effects out (send a frame, settle a future, call listeners);
-- ``_socket``: the upgrade request, frames, and what a failed socket means;
+- ``_frames``: the upgrade request, frames, and what a failed socket means;
 - ``_shared``: the bases of the client (config, HTTP pool, the open connections), the
   accessor and the handle, generic in the concrete classes, plus ``obj.<action>(…)``;
 - ``_connection``: the base of both connections: the state and listener API, and one

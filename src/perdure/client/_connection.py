@@ -29,8 +29,8 @@ from perdure.client._connstate import (
     Status,
 )
 from perdure.client._errors import ActorError, TransportTimeout
+from perdure.client._frames import SocketPlan, decode_frame, plan_socket, session_error
 from perdure.client._shared import ActionAttributes, ClientBase
-from perdure.client._socket import SocketPlan, decode_frame, plan_socket, session_error
 from perdure.handles import EventGap
 from perdure.protocol.messages import ToServer
 from perdure.protocol.resume import resume_protocol

@@ -37,7 +37,7 @@ from perdure.client._base import (
     resolve_call,
 )
 from perdure.client._errors import ConnectionDisposed, TransportError, TransportTimeout
-from perdure.client._socket import user_agent
+from perdure.client._frames import user_agent
 from perdure.handles import Duration, WorkflowStatus
 
 # The built-in action that answers a workflow actor's status (over every transport).

@@ -41,8 +41,8 @@ from perdure.client._base import (
 from perdure.client._connection import ConnectionBase
 from perdure.client._connstate import Call
 from perdure.client._errors import ActorError
+from perdure.client._frames import encode_frame
 from perdure.client._shared import AccessorBase, ActionAttributes, ClientBase, HandleBase, reply_of
-from perdure.client._socket import encode_frame
 from perdure.handles import ActorEvent, Duration, EventGap, WorkflowStatus, seconds
 from perdure.protocol.messages import ToServer
 from perdure.protocol.resume import check_since

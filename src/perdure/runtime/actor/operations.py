@@ -98,7 +98,7 @@ class Administer:
     """An operator's operation on a live actor (the admin API): ``retry`` or ``replay``
     (from ``argument``, a history location) its workflow, ``unschedule`` (the schedule id
     ``argument``), or ``requeue``/``drop`` a dead letter (the message id ``argument``).
-    See :mod:`perdure.runtime.actor.operator`."""
+    See :mod:`perdure.runtime.actor.maintenance`."""
 
     kind: Literal["retry", "replay", "unschedule", "requeue", "drop"]
     argument: str | None = None

@@ -153,7 +153,7 @@ class ActorRef:
         instance, result = await self._route(operation)
         if instance is None:
             return result
-        from perdure.runtime.actor.operator import administer
+        from perdure.runtime.actor.maintenance import administer
 
         return await administer(instance, operation.kind, operation.argument)
 

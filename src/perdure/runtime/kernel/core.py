@@ -7,8 +7,8 @@ part takes this core and nothing else of the actor: who the actor is (id, name, 
 generation, definition and options), the clock, the store it reads from, the observers,
 the commit pipeline every write goes through, what keeps it awake, its abort signal, the
 tasks it owns, its status and its alarms. The live instance
-(:class:`~perdure.runtime.actor.instance.ActorInstance`) builds the core and the parts
-and is the only module that knows them all; a part that needs another part is handed it.
+(:mod:`perdure.runtime.actor.instance`) builds the core and the parts and is the only
+module that knows them all; a part that needs another part is handed it.
 
 Why a core rather than the instance: a part that takes the whole instance can reach
 every other part and the runtime behind it, and every such reach is a thread in one

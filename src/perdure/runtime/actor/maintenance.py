@@ -1,5 +1,5 @@
-"""Operator operations on a live actor: repair its workflow, cancel one of its schedules,
-requeue or drop one of its dead letters.
+"""An operator's maintenance of a live actor: repair its workflow, cancel one of its
+schedules, requeue or drop one of its dead letters.
 
 They arrive through the dispatch seam as :class:`~perdure.runtime.actor.operations.Administer`
 operations (so in a cluster they run on the node that owns the actor) and run here, on
