@@ -36,7 +36,6 @@ HTTP status a server answers with. The tree::
     │   ├── StoreFull                store.full (507)             the disk (or the database's
     │   │                                                         size cap) is full
     │   ├── ActorOwnedElsewhere      actor.owned_elsewhere (503)  another node holds a lease
-    │   ├── LeaseLost                actor.lease_lost (409)       the lease was taken over
     │   ├── StoreLocked              store.locked (500)           another process has the
     │   │                                                         SQLite data directory
     │   ├── ReadOnlyUnavailable      store.check_unavailable      perdure check cannot open it
@@ -125,7 +124,6 @@ from perdure.errors.edge import (
 )
 from perdure.errors.storage import (
     ActorOwnedElsewhere,
-    LeaseLost,
     ReadOnlyUnavailable,
     StoreClosed,
     StoreFull,
@@ -167,7 +165,6 @@ __all__ = [
     "InternalError",
     "InvalidRequest",
     "JoinError",
-    "LeaseLost",
     "MessageError",
     "MessageNotDead",
     "MethodNotAllowed",

@@ -65,24 +65,6 @@ class ActorOwnedElsewhere(PerdureError):
         self.expires_at = expires_at
 
 
-class LeaseLost(PerdureError):
-    """A lease can no longer be renewed: the actor's generation or owner has changed
-    (another node or a new instance took it, or it was released), or it was deleted."""
-
-    default_code = "lease_lost"
-    status = 409
-
-    def __init__(self, actor_id: str, node_id: str, generation: int) -> None:
-        super().__init__(
-            f"Node `{node_id}` lost its lease on actor `{actor_id}` (generation {generation}): "
-            "the actor was taken over, released or deleted.",
-            metadata={"actor_id": actor_id, "node_id": node_id, "generation": generation},
-        )
-        self.actor_id = actor_id
-        self.node_id = node_id
-        self.generation = generation
-
-
 class StoreLocked(PerdureError):
     """Another process has this SQLite database (its data directory) open.
 

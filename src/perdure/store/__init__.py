@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import parse_qs, parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
-from perdure.errors import ActorOwnedElsewhere, LeaseLost, StoreClosed, StoreLocked
+from perdure.errors import ActorOwnedElsewhere, StoreClosed, StoreLocked
 from perdure.store.base import (
     ActorCommit,
     ActorRecord,
@@ -37,7 +37,6 @@ __all__ = [
     "Durability",
     "EventRecord",
     "Lease",
-    "LeaseLost",
     "MemoryStore",
     "NodeRecord",
     "QueueMessageRecord",
