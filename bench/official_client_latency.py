@@ -1,6 +1,6 @@
 """Round-trip latency through the official RivetKit client (``rivetkit`` on npm).
 
-Run by hand (not a test); needs Node.js and ``npm ci`` in ``tests/compat``::
+Run by hand (not a test); needs Node.js and ``npm ci`` in ``tests/scenarios/compat``::
 
     python bench/official_client_latency.py                      # bare and json, SQLite
     python bench/official_client_latency.py --encodings bare,json,cbor --calls 1000
@@ -30,8 +30,8 @@ from pathlib import Path
 import httpx
 
 ROOT = Path(__file__).resolve().parents[1]
-COMPAT = ROOT / "tests" / "compat"
-PROGRAM = "../../bench/official_client_latency.ts"  # relative to tests/compat
+COMPAT = ROOT / "tests" / "scenarios" / "compat"
+PROGRAM = "../../../bench/official_client_latency.ts"  # relative to tests/scenarios/compat
 
 
 def _free_port() -> int:
@@ -81,7 +81,7 @@ def main() -> None:
     args = parser.parse_args()
     node = shutil.which("node")
     if node is None or not (COMPAT / "node_modules" / "rivetkit").is_dir():
-        raise SystemExit("needs Node.js and `npm ci` in tests/compat")
+        raise SystemExit("needs Node.js and `npm ci` in tests/scenarios/compat")
     rows = []
     with server(args.store) as url:
         command = [node, "--import", "tsx", PROGRAM, url]

@@ -9,11 +9,11 @@
 // one JSON line per measurement (times in microseconds).
 //
 // Run it with bench/official_client_latency.py, which starts the server; by hand:
-//   cd tests/compat && npm ci
+//   cd tests/scenarios/compat && npm ci
 //   perdure serve examples.app:registry --port 6420 &
-//   cd tests/compat && node --import tsx ../../bench/official_client_latency.ts http://127.0.0.1:6420
+//   cd tests/scenarios/compat && node --import tsx ../../../bench/official_client_latency.ts http://127.0.0.1:6420
 //
-// rivetkit is installed in tests/compat (the compatibility suite's package), so it is
+// rivetkit is installed in tests/scenarios/compat (the compatibility suite's package), so it is
 // loaded from there. bench/ has no package.json, so this file runs as CommonJS: no
 // top-level await.
 
@@ -21,7 +21,7 @@ import { createRequire } from "node:module";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 
-const fromCompat = createRequire(join(__dirname, "..", "tests", "compat", "package.json"));
+const fromCompat = createRequire(join(__dirname, "..", "tests", "scenarios", "compat", "package.json"));
 const { createClient } = fromCompat("rivetkit/client");
 
 const { positionals, values } = parseArgs({

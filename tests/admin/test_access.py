@@ -90,7 +90,7 @@ def test_a_token_that_would_not_survive_a_header_or_cookie_is_refused(token: str
 
 def test_perdure_serve_refuses_a_bad_token_before_starting() -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "perdure", "serve", "tests.admin_app:registry"],
+        [sys.executable, "-m", "perdure", "serve", "tests.support.apps.admin:registry"],
         capture_output=True,
         text=True,
         timeout=30,

@@ -16,7 +16,7 @@ from perdure.errors import PerdureError
 from perdure.handles import Client
 from perdure.runtime.local.client import LocalClient
 from perdure.store import MemoryStore, SQLiteStore
-from tests.handles import app
+from tests.support.apps import handles as app
 from tests.support.wait import eventually
 
 

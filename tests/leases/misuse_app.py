@@ -8,8 +8,7 @@ from collections.abc import Awaitable, Callable
 from perdure import ActionContext, actor, setup
 from perdure import queue as queue_definition
 from perdure.errors import PerdureError
-
-from .app import LEASE
+from tests.support.apps.leases import LEASE
 
 
 async def _options_without_completable(c: ActionContext) -> None:

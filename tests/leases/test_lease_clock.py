@@ -23,8 +23,8 @@ from perdure.queue_message import DEFAULT_VISIBILITY_TIMEOUT
 from perdure.runtime.actor.operations import Administer
 from perdure.store import SQLiteStore
 from perdure.testing import ActorTestEnv
+from tests.support.apps.leases import LEASE, MAX_ATTEMPTS, registry
 
-from .app import LEASE, MAX_ATTEMPTS, registry
 from .misuse_app import registry as misuse_registry
 
 START = datetime(2026, 1, 1, tzinfo=UTC)

@@ -22,10 +22,9 @@ from perdure.observe.metrics import MetricsObserver, error_code
 from perdure.server import create_app
 from perdure.server.edge.admin_access import AdminAccess
 from perdure.store import SQLiteStore
+from tests.support.apps.metrics import registry
+from tests.support.scrape import Samples, scrape
 from tests.support.wait import eventually
-
-from .app import registry
-from .scrape import Samples, scrape
 
 LOOPBACK = ("127.0.0.1", 123)
 

@@ -32,10 +32,9 @@ from perdure.runtime.kernel.clock import Clock, ManualClock
 from perdure.server import create_app
 from perdure.store import SQLiteStore
 from perdure.telemetry import Observers
+from tests.support.apps.tracing import registry
 from tests.support.server import free_port
 from tests.support.wait import eventually
-
-from .tracing_app import registry
 
 TRACE_ID = "0af7651916cd43dd8448eb211c80319c"
 PARENT_ID = "b7ad6b7169203331"

@@ -16,8 +16,8 @@ from perdure._time import duration_seconds, instant_ms, optional_duration
 from perdure.errors import ArgumentError
 from perdure.queue_message import QueueMessage
 from tests.schedule.rig import Rig
-
-from .app import make_registry
+from tests.support.apps.porting import make_registry
+from tests.support.porting import fresh_porting_warnings  # noqa: F401  (autouse)
 
 
 @pytest.mark.parametrize(

@@ -3,7 +3,7 @@
 Two cluster nodes run in this process on one shared store (memory, and PostgreSQL). Each
 node's app is a real ``create_app``; the nodes reach each other through the real
 forwarding client and endpoint, over httpx's in-process ASGI transport instead of
-sockets. Real processes, ``kill -9`` and SIGSTOP are in ``tests/cluster``.
+sockets. Real processes, ``kill -9`` and SIGSTOP are in ``tests/scenarios/cluster``.
 """
 
 from __future__ import annotations

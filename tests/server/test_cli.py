@@ -20,7 +20,7 @@ not_a_registry = 42
 
 
 def test_load_registry_from_module() -> None:
-    registry = load_registry("tests.server_app:registry")
+    registry = load_registry("tests.support.apps.server:registry")
     assert isinstance(registry, Registry)
     assert "counter" in registry.actors
 
@@ -38,10 +38,10 @@ def test_load_registry_from_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     ("spec", "message"),
     [
         ("no_colon", "expected module:attribute"),
-        ("tests.server_app:nope", "has no attribute"),
+        ("tests.support.apps.server:nope", "has no attribute"),
         ("tests.no_such_module_here:registry", "cannot import"),
         ("missing/file.py:registry", "no such file"),
-        ("tests.server_app:counter", "not a registry"),
+        ("tests.support.apps.server:counter", "not a registry"),
     ],
 )
 def test_load_registry_errors(spec: str, message: str) -> None:
@@ -50,7 +50,7 @@ def test_load_registry_errors(spec: str, message: str) -> None:
 
 
 def test_serve_with_a_bad_registry_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["serve", "tests.server_app:nope", "--store", "memory://"]) == 2
+    assert main(["serve", "tests.support.apps.server:nope", "--store", "memory://"]) == 2
     assert "has no attribute" in capsys.readouterr().err
 
 

@@ -14,7 +14,7 @@
 
 ::
 
-    with Cluster("tests.compat_app:registry", size=3, base_dir=tmp_path) as cluster:
+    with Cluster("tests.support.apps.compat:registry", size=3, base_dir=tmp_path) as cluster:
         with Balancer.in_front_of(cluster.nodes, base_dir=tmp_path) as balancer:
             ...  # clients on balancer.url; cluster.node(0).kill(); ...
 

@@ -1,0 +1,1 @@
+"""Unit tests of perdure.runtime.host (in process); some files are named after a topic."""

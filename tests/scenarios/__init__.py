@@ -1,0 +1,1 @@
+"""End-to-end scenarios: real ``perdure serve`` processes on loopback, over HTTP/WebSocket."""

@@ -1,0 +1,1 @@
+"""Scenarios of the admin commands: the real ``perdure`` script against a real server."""

@@ -1,0 +1,1 @@
+"""Scenarios of the Python clients (async and blocking) against a real server."""

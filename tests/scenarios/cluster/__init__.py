@@ -1,0 +1,1 @@
+"""Scenarios of a cluster: real nodes on one PostgreSQL, behind a real HAProxy."""

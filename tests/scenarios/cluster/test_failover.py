@@ -1,0 +1,295 @@
+"""Three real nodes on one PostgreSQL survive ``kill -9``, SIGSTOP and a database restart.
+
+The seed's progress workload runs with its sends spread over all three nodes and a
+subscriber on one of them, while each node in turn is killed with SIGKILL and started
+again. Job ``i`` carries ``8**i``, so the final ``sum`` says how many times each job was
+applied (one base-8 digit per job), as in ``tests/scenarios/crash``. Sends whose outcome is
+unknown (their node died, or the owner stopped answering) are re-sent afterwards only if
+their job is missing from the sum.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import signal
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from perdure.client import ActorError, AsyncActorHandle, TransportError, create_client
+from tests.support.cluster import Cluster, ClusterNode
+from tests.support.postgres import control_local_postgres, require_local_postgres, wait_postgres
+from tests.support.progress import drained
+from tests.support.server import ServerProcess
+
+pytestmark = [pytest.mark.postgres, pytest.mark.timeout(300)]
+
+JOBS = 2000
+SENDERS = 24
+BASE = 8
+TTL = 2.0  # seconds: a killed node's actors are taken over after this
+TAKEOVER_LIMIT = 10.0
+# Errors after which a send's outcome is unknown (retried later if its job is missing).
+_UNKNOWN = {"owner_unreachable", "owner_no_answer", "unavailable", "stopping", "internal_error"}
+
+
+StartCluster = Callable[..., list[ClusterNode]]
+
+
+@pytest.fixture
+def start_cluster(tmp_path: Path) -> Iterator[StartCluster]:
+    """Start ``size`` nodes (3 by default) on a fresh schema; all killed, the schema
+    dropped, at the end of the test. Their steps note side effects in one file."""
+    clusters: list[Cluster] = []
+
+    def start(size: int = 3) -> list[ClusterNode]:
+        cluster = Cluster(
+            "tests.scenarios.cluster.app:registry",
+            size,
+            base_dir=tmp_path,
+            lease_ttl=TTL,
+            env={"PERDURE_SIDE_EFFECTS": str(tmp_path / "side-effects.txt")},
+        )
+        clusters.append(cluster)
+        return cluster.start().nodes
+
+    yield start
+    for cluster in clusters:
+        cluster.close()
+
+
+# What a call may meet while a node dies or its actor moves: retried, not failed.
+NODE_ERRORS = (TransportError, ActorError)
+
+
+def digits(total: int) -> list[int]:
+    return [(total // BASE**index) % BASE for index in range(JOBS)]
+
+
+async def takeover_seconds(handles: list[AsyncActorHandle], killed: int) -> float:
+    """How long until a survivor answers for the actor after node ``killed`` died."""
+    started = time.monotonic()
+    survivors = [h for i, h in enumerate(handles) if i != killed]
+    async with asyncio.timeout(TAKEOVER_LIMIT + 20):
+        while True:
+            for handle in survivors:
+                try:
+                    await handle.getState()
+                    return time.monotonic() - started
+                except (TransportError, ActorError):
+                    await asyncio.sleep(0.05)
+
+
+def side_effect_runs(path: Path) -> Counter[int]:
+    runs: Counter[int] = Counter()
+    for line in path.read_text().splitlines():
+        value = line.split()[0]
+        if value.isdigit():
+            runs[int(value).bit_length() // 3] += 1
+    return runs
+
+
+async def test_three_nodes_survive_each_node_killed_in_turn(
+    tmp_path: Path, start_cluster: StartCluster
+) -> None:
+    nodes = await asyncio.to_thread(start_cluster)
+    seed = int(os.environ.get("PERDURE_CRASH_SEED") or random.randrange(1 << 30))
+    rng = random.Random(seed)
+    kill_points = sorted(rng.sample(range(200, JOBS - 200), 3))
+    takeovers: list[float] = []
+    unknown: set[int] = set()
+    clients = [create_client(node.url, max_reconnect_delay=0.5) for node in nodes]
+    try:
+        for client in clients:
+            await client.__aenter__()
+        handles = [c.progressActor.get_or_create(["cluster"]) for c in clients]
+        await handles[0].getState()  # the actor wakes on node 1, the first to be killed
+        conn = handles[1].connect()  # the subscriber's node dies too, second
+        events: list[tuple[str, int, int]] = []
+        conn.on(
+            "progressUpdated", lambda p: events.append((p["stage"], p["completed"], p["total"]))
+        )
+        await conn.wait_open(timeout=20)
+
+        jobs = list(range(JOBS))
+        codes: list[str] = []  # the codes of errors answered to sends
+        sent = 0
+        kills = list(enumerate(kill_points))
+        killing = asyncio.Lock()
+
+        async def kill_and_restart(index: int) -> None:
+            node = nodes[index]
+            await asyncio.to_thread(node.kill)
+            takeovers.append(await takeover_seconds(handles, index))
+            await asyncio.to_thread(node.restart)
+
+        async def sender(k: int) -> None:
+            nonlocal sent
+            while jobs:
+                job = jobs.pop()
+                handle = handles[(k + job) % len(handles)]
+                try:
+                    await handle.send("jobs", {"value": BASE**job})
+                except TransportError:
+                    unknown.add(job)
+                    continue
+                except ActorError as exc:
+                    codes.append(exc.code)
+                    unknown.add(job)
+                    continue
+                sent += 1
+                if kills and sent >= kills[0][1] and not killing.locked():
+                    index, _ = kills.pop(0)
+                    async with killing:
+                        await kill_and_restart(index)
+
+        async with asyncio.timeout(240):
+            await asyncio.gather(*(sender(k) for k in range(SENDERS)))
+            # A kill point passed while another kill was under way: kill that node now.
+            while kills:
+                index, _ = kills.pop(0)
+                await kill_and_restart(index)
+        state = await drained(handles, timeout=90, retry_on=NODE_ERRORS)
+        counts = digits(state["sum"])
+        for job in sorted(j for j in unknown if counts[j] == 0):
+            await handles[job % 3].send("jobs", {"value": BASE**job})
+        state = await drained(handles, timeout=90, retry_on=NODE_ERRORS)
+        await conn.dispose()
+    finally:
+        for client in clients:
+            await client.__aexit__(None, None, None)
+        for node in nodes:
+            node.kill()
+
+    context = f"seed={seed} kills={kill_points} unknown={len(unknown)} takeovers={takeovers}"
+    assert set(codes) <= _UNKNOWN, f"a send failed for another reason: {Counter(codes)}"
+    counts = digits(state["sum"])
+    assert counts == [1] * JOBS, f"jobs applied other than once ({context})"
+    assert state["progress"] == {"stage": "completed", "completed": JOBS, "total": JOBS}
+    assert [node.starts for node in nodes] == [2, 2, 2]
+    assert len(takeovers) == 3
+    assert max(takeovers) <= TAKEOVER_LIMIT, context
+    runs = side_effect_runs(tmp_path / "side-effects.txt")
+    assert set(runs) == set(range(JOBS))
+    repeated = [job for job, count in runs.items() if count > 1]
+    assert len(repeated) <= 3, f"{repeated} ({context})"  # at most one step per kill
+    assert len(events) == len(set(events)), f"an event was delivered twice ({context})"
+    assert len(events) >= JOBS // 2, f"only {len(events)} events ({context})"
+
+
+async def test_a_paused_owner_is_fenced_and_drops_the_actor(start_cluster: StartCluster) -> None:
+    nodes = await asyncio.to_thread(start_cluster, 2)
+    owner, other = nodes
+    try:
+        async with create_client(owner.url) as on_owner, create_client(other.url) as on_other:
+            first = on_owner.progressActor.get_or_create(["paused"])
+            await first.send("jobs", {"value": 1})
+            assert owner.process is not None
+            os.kill(owner.process.pid, signal.SIGSTOP)
+            try:
+                handle = on_other.progressActor.get_or_create(["paused"])
+                outcomes: list[str] = []
+                for job in range(1, 6):
+                    try:
+                        await handle.send("jobs", {"value": BASE**job})
+                        outcomes.append("ok")
+                    except ActorError as exc:
+                        outcomes.append(exc.code)
+            finally:
+                os.kill(owner.process.pid, signal.SIGCONT)
+            # The resumed node notices it can no longer trust its lease and drops the actor.
+            await wait_for_log(owner, "could not heartbeat in time", 10)
+            state = await drained([handle, first], timeout=90, retry_on=NODE_ERRORS)
+    finally:
+        for node in nodes:
+            node.kill()
+    assert set(outcomes) <= {"ok"} | _UNKNOWN, outcomes
+    counts = [(state["sum"] // BASE**i) % BASE for i in range(6)]
+    # Every acknowledged send applied exactly once; an unknown one at most once.
+    for job, outcome in zip(range(1, 6), outcomes, strict=True):
+        assert counts[job] == 1 if outcome == "ok" else counts[job] <= 1, (outcomes, counts)
+    assert counts[0] == 1
+    assert outcomes.count("ok") >= 4, outcomes  # only the send in flight at the pause fails
+
+
+async def test_alarms_of_a_killed_node_fire_once_on_another(
+    tmp_path: Path, start_cluster: StartCluster
+) -> None:
+    nodes = await asyncio.to_thread(start_cluster)
+    keys = [f"alarm-{i}" for i in range(6)]
+    try:
+        async with create_client(nodes[0].url) as client:
+            for key in keys:
+                await client.alarmActor.get_or_create([key]).arm(1.5)
+        await asyncio.to_thread(nodes[0].kill)  # every alarm actor lives on node 1
+        async with create_client(nodes[1].url) as client:
+            async with asyncio.timeout(30):
+                for key in keys:
+                    handle = client.alarmActor.get_or_create([key])
+                    while await fires_or_zero(handle) < 1:
+                        await asyncio.sleep(0.1)
+            await asyncio.sleep(1.0)  # a second fire would show by now
+            fires = [await client.alarmActor.get_or_create([key]).fires() for key in keys]
+    finally:
+        for node in nodes:
+            node.kill()
+    assert fires == [1] * len(keys)
+    lines = (tmp_path / "side-effects.txt").read_text().splitlines()
+    fired = Counter(line.split()[1] for line in lines if line.startswith("fire "))
+    assert sorted(fired.values()) == [1] * len(keys)
+    killed_pid = str(nodes[0].process.pid if nodes[0].process else "")
+    assert all(line.split()[2] != killed_pid for line in lines if line.startswith("fire "))
+
+
+async def fires_or_zero(handle: AsyncActorHandle) -> int:
+    try:
+        return int(await handle.fires())
+    except (TransportError, ActorError):
+        return 0
+
+
+async def test_nodes_recover_by_themselves_after_postgresql_restarts(
+    start_cluster: StartCluster,
+) -> None:
+    require_local_postgres()
+    nodes = await asyncio.to_thread(start_cluster)
+    try:
+        async with create_client(nodes[0].url) as client:
+            handle = client.progressActor.get_or_create(["pg-restart"])
+            await handle.send("jobs", {"value": 1})
+            await drained([handle], timeout=90, retry_on=NODE_ERRORS)
+            await asyncio.to_thread(control_local_postgres, "restart")
+            await wait_postgres()
+            attempts = []
+            async with asyncio.timeout(60):
+                for index, node in enumerate(nodes, start=1):
+                    async with create_client(node.url) as per_node:
+                        on_node = per_node.progressActor.get_or_create(["pg-restart"])
+                        for attempt in range(1000):
+                            try:
+                                await on_node.send("jobs", {"value": BASE**index})
+                                attempts.append(attempt)
+                                break
+                            except (TransportError, ActorError):
+                                await asyncio.sleep(0.25)
+            state = await drained([handle], timeout=90, retry_on=NODE_ERRORS)
+            alive = [node.running for node in nodes]
+    finally:
+        for node in nodes:
+            node.kill()
+    assert alive == [True, True, True]  # no node died of the outage
+    assert len(attempts) == 3  # every node answered again
+    digits = [(state["sum"] // BASE**i) % BASE for i in range(4)]
+    assert digits[0] == 1  # the job before the restart, once
+    assert all(count >= 1 for count in digits[1:]), digits  # (a retried send may repeat)
+
+
+async def wait_for_log(node: ServerProcess, text: str, timeout: float) -> None:
+    async with asyncio.timeout(timeout):
+        while text not in node.log():
+            await asyncio.sleep(0.1)

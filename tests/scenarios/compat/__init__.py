@@ -1,0 +1,1 @@
+"""Scenarios of the official RivetKit TypeScript client against a real server (npm package)."""

@@ -1,0 +1,1 @@
+"""Scenarios of the server's edge: limits, tokens, CORS, decoding, raw handlers, outages."""

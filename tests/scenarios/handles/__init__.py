@@ -1,0 +1,1 @@
+"""One handle-API suite against every client: network (a real server) and in process."""

@@ -1,0 +1,1 @@
+"""Scenarios of leases and dead letters: real servers, kills, the CLI, a cluster, a browser."""

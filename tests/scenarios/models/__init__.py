@@ -1,0 +1,1 @@
+"""Scenarios of typed models over the wire, against a real server."""

@@ -1,0 +1,1 @@
+"""Scenarios of metrics, logs and traces of a real ``perdure serve`` process."""

@@ -1,0 +1,1 @@
+"""Scenarios of the inspector in a real headless Chromium against a real server."""

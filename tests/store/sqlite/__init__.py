@@ -1,0 +1,1 @@
+"""Unit tests of perdure.store.sqlite (in process, on real SQLite files)."""

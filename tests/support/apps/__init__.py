@@ -1,0 +1,1 @@
+"""Registries the tests serve (``perdure serve tests.support.apps.NAME:registry``) or run."""
