@@ -17,9 +17,9 @@ import pytest
 
 from perdure import ActorRuntime, PerdureError
 from perdure.store import SQLiteStore
-from tests.schedule.rig import START_MS, Rig, eventually
 from tests.support.apps.porting import make_registry, registry
 from tests.support.porting import fresh_porting_warnings  # noqa: F401  (autouse)
+from tests.support.schedule_rig import START_MS, Rig, eventually
 
 WAIT = 10.0
 

@@ -1,5 +1,6 @@
 """A trace crosses nodes: an action forwarded to the node that owns its actor is traced
-in the caller's trace (two in-process nodes on one store, see tests/runtime/test_cluster)."""
+in the caller's trace (two in-process nodes on one store, see
+tests/runtime/cluster/test_member.py)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from perdure.observe.tracing import enable_tracing
 from perdure.server import create_app
 from perdure.server.cluster.peers import HttpPeers
-from tests.runtime.test_cluster import Nodes, _make_store
+from tests.runtime.cluster.test_member import Nodes, _make_store
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -15,9 +15,9 @@ from perdure._names import VarsDict, keywords_checked, snake_case, vars_value
 from perdure._time import duration_seconds, instant_ms, optional_duration
 from perdure.errors import ArgumentError
 from perdure.queue_message import QueueMessage
-from tests.schedule.rig import Rig
 from tests.support.apps.porting import make_registry
 from tests.support.porting import fresh_porting_warnings  # noqa: F401  (autouse)
+from tests.support.schedule_rig import Rig
 
 
 @pytest.mark.parametrize(

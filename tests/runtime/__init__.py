@@ -1,0 +1,1 @@
+"""Unit tests of perdure.runtime, one folder per room (in process)."""

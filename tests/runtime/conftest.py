@@ -1,51 +1,44 @@
-"""Fixtures of the runtime tests: each test runs on memory, on a SQLite file and on PostgreSQL."""
+"""Fixtures of the runtime tests on a ManualClock (the alarms in host/, the schedules in
+schedules/): a schedule rig (tests/support/schedule_rig.py) on SQLite (and memory).
+
+The runtimes on every store backend (``make_runtime`` …) come from the plugin
+:mod:`tests.support.runtimes`.
+"""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
-from ..support.postgres import drop_schema, require_postgres
-from .harness import RuntimeFactory, StoreFactory, StoreKind
+from tests.runtime.schedules.app import GATES, make_registry
+from tests.support.schedule_rig import Rig
 
 
-@pytest.fixture(params=["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def stores(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StoreFactory]:
-    """Store objects over this test's database, on the backend under test."""
-    kind: StoreKind = request.param
-    if kind == "postgres":
-        require_postgres()
-    factory = StoreFactory(kind, tmp_path)
+@pytest.fixture(params=["sqlite", "memory"])
+async def rig(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Rig]:
+    """A started runtime on a ManualClock, once per backend."""
+    setup = Rig(tmp_path, make_registry(), memory=request.param == "memory")
+    await setup.start()
     try:
-        yield factory
+        yield setup
     finally:
-        if kind == "postgres":
-            drop_schema(factory.schema)
+        for gate in GATES.values():
+            gate.set()
+        GATES.clear()
+        await setup.stop()
 
 
 @pytest.fixture
-def sqlite_stores(tmp_path: Path) -> StoreFactory:
-    """For the tests that need a real file to look at from outside the runtime."""
-    return StoreFactory("sqlite", tmp_path)
-
-
-@pytest.fixture
-async def make_runtime(stores: StoreFactory) -> AsyncIterator[RuntimeFactory]:
-    """Start runtimes with ``await make_runtime(registry)``; all are stopped afterwards."""
-    factory = RuntimeFactory(stores)
+async def sqlite_rig(tmp_path: Path) -> AsyncIterator[Rig]:
+    """A rig on a real SQLite file, for tests that look at the file or restart."""
+    setup = Rig(tmp_path, make_registry())
+    await setup.start()
     try:
-        yield factory
+        yield setup
     finally:
-        await factory.close()
-
-
-@pytest.fixture
-async def make_sqlite_runtime(sqlite_stores: StoreFactory) -> AsyncIterator[RuntimeFactory]:
-    """Like ``make_runtime``, always on a SQLite file (``factory.stores.path``)."""
-    factory = RuntimeFactory(sqlite_stores)
-    try:
-        yield factory
-    finally:
-        await factory.close()
+        for gate in GATES.values():
+            gate.set()
+        GATES.clear()
+        await setup.stop()

@@ -9,8 +9,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from perdure import CronFire, CronJobInfo, ScheduleError
-
-from .rig import START_MS, Rig, eventually
+from tests.support.schedule_rig import START_MS, Rig, eventually
 
 
 async def calls(rig: Rig) -> list[Any]:

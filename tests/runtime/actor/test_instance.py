@@ -12,8 +12,7 @@ from perdure import actor, setup
 from perdure.runtime.actor.contexts import ActionContext
 from perdure.runtime.actor.instance import ActorInstance
 from perdure.runtime.host.actor_runtime import ActorRuntime
-
-from .harness import WAIT, RuntimeFactory
+from tests.support.runtimes import WAIT, RuntimeFactory
 
 pytestmark = pytest.mark.timeout(20)
 

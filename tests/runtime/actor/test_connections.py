@@ -10,8 +10,7 @@ from perdure import InvalidRequest, actor, event, setup
 from perdure.errors import StateNotSerializable
 from perdure.registry import Registry
 from perdure.runtime.actor.contexts import ActionContext
-
-from .harness import RuntimeFactory
+from tests.support.runtimes import RuntimeFactory
 
 # Runtime tests are fast; a hang should fail quickly, not after the global timeout.
 pytestmark = pytest.mark.timeout(20)

@@ -5,23 +5,28 @@ Every runtime test runs on the memory store, on a real SQLite file and on Postgr
 "restart" by stopping a runtime and starting another one on a *new* store object that
 finds the same data (for SQLite: a new ``SQLiteStore`` on the same path; for PostgreSQL:
 a new ``PostgresStore`` on the test's schema).
+
+It is also a pytest plugin (listed in tests/conftest.py), so its fixtures serve every
+folder: ``stores`` (each test runs on memory, on a SQLite file and on PostgreSQL),
+``sqlite_stores``, ``make_runtime`` and ``make_sqlite_runtime``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any, Literal
+
+import pytest
 
 from perdure.registry import Registry
 from perdure.runtime.host.actor_runtime import ActorRuntime
 from perdure.store import MemoryStore, SQLiteStore, Store
 from perdure.store.encoding import decode_value
 from tests.support import wait
-
-from ..support.postgres import new_schema_name, postgres_store
+from tests.support.postgres import drop_schema, new_schema_name, postgres_store, require_postgres
 
 __all__ = [
     "WAIT",
@@ -107,3 +112,43 @@ def read_state_from_disk(path: Path, actor_id: str) -> Any:
         db.close()
     assert row is not None, f"actor {actor_id} is not in {path.name}"
     return None if row[0] is None else decode_value(row[0])
+
+
+@pytest.fixture(params=["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def stores(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StoreFactory]:
+    """Store objects over this test's database, on the backend under test."""
+    kind: StoreKind = request.param
+    if kind == "postgres":
+        require_postgres()
+    factory = StoreFactory(kind, tmp_path)
+    try:
+        yield factory
+    finally:
+        if kind == "postgres":
+            drop_schema(factory.schema)
+
+
+@pytest.fixture
+def sqlite_stores(tmp_path: Path) -> StoreFactory:
+    """For the tests that need a real file to look at from outside the runtime."""
+    return StoreFactory("sqlite", tmp_path)
+
+
+@pytest.fixture
+async def make_runtime(stores: StoreFactory) -> AsyncIterator[RuntimeFactory]:
+    """Start runtimes with ``await make_runtime(registry)``; all are stopped afterwards."""
+    factory = RuntimeFactory(stores)
+    try:
+        yield factory
+    finally:
+        await factory.close()
+
+
+@pytest.fixture
+async def make_sqlite_runtime(sqlite_stores: StoreFactory) -> AsyncIterator[RuntimeFactory]:
+    """Like ``make_runtime``, always on a SQLite file (``factory.stores.path``)."""
+    factory = RuntimeFactory(sqlite_stores)
+    try:
+        yield factory
+    finally:
+        await factory.close()

@@ -6,9 +6,8 @@ import asyncio
 from pathlib import Path
 
 from perdure.runtime.host.alarms import _BATCH, _MIN_STEP_MS, PREWAKE_MS
-
-from .app import make_registry
-from .rig import START_MS, Rig, eventually
+from tests.runtime.schedules.app import make_registry
+from tests.support.schedule_rig import START_MS, Rig, eventually
 
 
 async def test_an_actor_is_woken_shortly_before_its_alarm_and_only_once(

@@ -10,8 +10,7 @@ import pytest
 from perdure import ActorAlreadyExists, ActorNotFound, InvalidRequest, actor, setup
 from perdure.registry import Registry
 from perdure.runtime.actor.contexts import ActionContext, ActorContext
-
-from .harness import RuntimeFactory
+from tests.support.runtimes import RuntimeFactory
 
 # Runtime tests are fast; a hang should fail quickly, not after the global timeout.
 pytestmark = pytest.mark.timeout(20)

@@ -12,8 +12,7 @@ from perdure import UserError, actor, setup
 from perdure.registry import Registry
 from perdure.runtime.actor.connections import Connection
 from perdure.runtime.actor.contexts import ActionContext, ActorContext
-
-from .harness import WAIT, RuntimeFactory, eventually, stored_state
+from tests.support.runtimes import WAIT, RuntimeFactory, eventually, stored_state
 
 # Runtime tests are fast; a hang should fail quickly, not after the global timeout.
 pytestmark = pytest.mark.timeout(20)

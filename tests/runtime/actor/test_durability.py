@@ -13,8 +13,7 @@ from perdure.registry import Registry
 from perdure.runtime.actor.contexts import ActionContext
 from perdure.store import SQLiteStore
 from perdure.store.encoding import decode_value
-
-from .harness import WAIT, RuntimeFactory, read_state_from_disk, stored_state
+from tests.support.runtimes import WAIT, RuntimeFactory, read_state_from_disk, stored_state
 
 # Runtime tests are fast; a hang should fail quickly, not after the global timeout.
 pytestmark = pytest.mark.timeout(20)

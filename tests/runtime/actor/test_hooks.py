@@ -10,8 +10,7 @@ import pytest
 from perdure import InternalError, InvalidRequest, UserError, actor, setup
 from perdure.registry import Registry
 from perdure.runtime.actor.contexts import ActorContext
-
-from .harness import RuntimeFactory
+from tests.support.runtimes import RuntimeFactory
 
 pytestmark = pytest.mark.timeout(20)
 

@@ -10,8 +10,7 @@ import pytest
 from perdure import ActorDefinition, actor, setup
 from perdure.errors import DefinitionError
 from perdure.runtime.actor.contexts import ActionContext, ActorContext
-
-from .harness import RuntimeFactory
+from tests.support.runtimes import RuntimeFactory
 
 # Runtime tests are fast; a hang should fail quickly, not after the global timeout.
 pytestmark = pytest.mark.timeout(20)

@@ -12,9 +12,8 @@ from perdure.registry import Registry
 from perdure.runtime.actor.contexts import ActionContext
 from perdure.telemetry import ActorFacts, Observer, Observers, Span
 from perdure.workflows import StepContext, WorkflowContext
+from tests.support.runtimes import RuntimeFactory
 from tests.support.wait import eventually
-
-from .harness import RuntimeFactory
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -9,8 +9,7 @@ from typing import Any
 import pytest
 
 from perdure import ScheduledEventInfo, ScheduleError, StateNotSerializable
-
-from .rig import START_MS, Rig, eventually
+from tests.support.schedule_rig import START_MS, Rig, eventually
 
 
 async def calls(rig: Rig, key: str = "k") -> list[Any]:

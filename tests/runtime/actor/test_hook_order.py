@@ -17,8 +17,7 @@ from perdure.registry import Registry
 from perdure.runtime.actor.connections import Connection
 from perdure.runtime.actor.contexts import ActionContext, ActorContext
 from perdure.runtime.actor.operations import CallAction
-
-from .harness import RuntimeFactory, eventually
+from tests.support.runtimes import RuntimeFactory, eventually
 
 pytestmark = pytest.mark.timeout(20)
 

@@ -22,8 +22,7 @@ from perdure import (
 )
 from perdure.registry import Registry
 from perdure.runtime.actor.contexts import ActionContext
-
-from .harness import RuntimeFactory, stored_state
+from tests.support.runtimes import RuntimeFactory, stored_state
 
 # Runtime tests are fast; a hang should fail quickly, not after the global timeout.
 pytestmark = pytest.mark.timeout(20)

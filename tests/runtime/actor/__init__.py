@@ -1,0 +1,1 @@
+"""Unit tests of perdure.runtime.actor (in process); some files are named after a topic."""

@@ -1,0 +1,1 @@
+"""Unit tests of perdure.runtime.local, the in-process client."""

@@ -1,0 +1,1 @@
+"""Unit tests of perdure.runtime.queues (in process)."""
