@@ -1,0 +1,1 @@
+"""Fuzzing the decoders and the HTTP/WebSocket app (hypothesis, atheris), and saved crashes."""

@@ -1,0 +1,1 @@
+"""Unit tests of perdure.observe: metrics, logs, traces, in process."""

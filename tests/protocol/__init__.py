@@ -1,0 +1,1 @@
+"""Unit tests of perdure.protocol; captures, malformed, roundtrip: topics over all codecs."""

@@ -13,8 +13,7 @@ from pathlib import Path
 import pytest
 
 from perdure.store import MemoryStore, SQLiteStore, Store
-
-from ..support.postgres import drop_schema, new_schema_name, postgres_store, require_postgres
+from tests.support.postgres import drop_schema, new_schema_name, postgres_store, require_postgres
 
 StoreFactory = Callable[[Path], Store]
 

@@ -135,7 +135,7 @@ async def test_the_one_node_claim_clears_a_lease_and_fences_it(store: Store) -> 
 
 async def test_watching_wakeups_reports_earlier_alarms_where_others_write(store: Store) -> None:
     """PostgreSQL reports every committed earlier alarm (its other cases are in
-    test_postgres.py); memory and SQLite, which one process writes, report nothing."""
+    postgres/test_store.py); memory and SQLite, which one process writes, report nothing."""
     seen: list[int] = []
     stop = await store.watch_wakeups(seen.append)
     await store.create_actor(record("a1", wake_at=NOW + 100))

@@ -15,9 +15,9 @@ import dataclasses
 from pathlib import Path
 
 from perdure.store import ActorCommit, QueueMessageRecord, Store
+from tests.store.sqlite.test_store import _database_of_schema, opened
 
 from .test_contract import TIMEOUT, message, record
-from .test_sqlite import _database_of_schema, opened
 
 
 def leased(message_id: int, attempts: int, visible_at: int | None) -> QueueMessageRecord:

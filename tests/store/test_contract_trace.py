@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from perdure.store import ActorCommit, MemoryStore, QueueMessageRecord, Store
+from tests.store.sqlite.test_store import _database_of_schema, opened
 
 from .conftest import StoreFactory
 from .test_contract import TIMEOUT, message, record
-from .test_sqlite import _database_of_schema, opened
 
 PARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 OTHER = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00"

@@ -1,0 +1,1 @@
+"""Helpers the tests share: servers, clusters, PostgreSQL, waits, apps, plugins."""

@@ -1,0 +1,1 @@
+"""Unit tests of perdure.testing, the test kit (the plugin run in a fresh pytest)."""

@@ -1,1 +1,1 @@
-"""Unit tests of perdure.store.sqlite (in process, on real SQLite files)."""
+"""Unit tests of perdure.store.sqlite on real SQLite files (test_store: the package's face)."""

@@ -17,8 +17,7 @@ from perdure import ActorRuntime, Registry
 from perdure.runtime.local.client import LocalHandle
 from perdure.store import SQLiteStore, Store
 from tests.support import wait
-
-from ..support.postgres import POSTGRES_URL, postgres_store
+from tests.support.postgres import POSTGRES_URL, postgres_store
 
 
 class Rig:

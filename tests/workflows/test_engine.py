@@ -13,8 +13,8 @@ import pytest
 from perdure import Loop, StepContext, WorkflowContext, setup, workflow
 from perdure.definition import queue
 from perdure.workflows import CriticalError
+from tests.support.postgres import drop_schema, new_schema_name, require_postgres
 
-from ..support.postgres import drop_schema, new_schema_name, require_postgres
 from .rig import Rig, eventually
 
 

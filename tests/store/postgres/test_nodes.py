@@ -14,9 +14,8 @@ import pytest
 
 from perdure.store.postgres.nodes import LIST_NODES
 from perdure.store.postgres.store import PostgresStore
-
-from ..support.postgres import drop_schema, new_schema_name, postgres_store, require_postgres
-from .test_postgres import NOW, TIMEOUT, raw, rows
+from tests.store.postgres.test_store import NOW, TIMEOUT, raw, rows
+from tests.support.postgres import drop_schema, new_schema_name, postgres_store, require_postgres
 
 pytestmark = pytest.mark.postgres
 

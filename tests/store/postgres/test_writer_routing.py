@@ -8,9 +8,8 @@ import pytest
 
 from perdure.store import ActorCommit
 from perdure.store.postgres.store import PostgresStore
-
-from ..support.postgres import POSTGRES_URL
-from .test_postgres import TIMEOUT, opened, record, schema
+from tests.store.postgres.test_store import TIMEOUT, opened, record, schema
+from tests.support.postgres import POSTGRES_URL
 
 __all__ = ["schema"]
 

@@ -26,8 +26,8 @@ from perdure.store.postgres.schema import apply_postgres_migrations, lock_key, w
 from perdure.store.postgres.sql import DUE_ACTORS, NEXT_WAKE_AT
 from perdure.store.postgres.store import PostgresStore
 from perdure.store.postgres.writer import PostgresWriter
-
-from ..support.postgres import (
+from tests.store.sqlite.test_store import _run_and_kill, check_acknowledged
+from tests.support.postgres import (
     POSTGRES_URL,
     drop_schema,
     new_schema_name,
@@ -35,7 +35,6 @@ from ..support.postgres import (
     require_postgres,
     schema_url,
 )
-from .test_sqlite import _run_and_kill, check_acknowledged
 
 pytestmark = pytest.mark.postgres
 

@@ -31,7 +31,7 @@ from perdure.store.sqlite.writer import GroupCommitWriter
 from tests.support.wait import eventually
 
 TIMEOUT = 10.0
-CRASH_WRITER = Path(__file__).with_name("crash_writer.py")
+CRASH_WRITER = Path(__file__).parents[1] / "crash_writer.py"
 
 
 def record(actor_id: str, **fields: Any) -> ActorRecord:

@@ -13,7 +13,7 @@ import pytest
 
 from tests.support.postgres import drop_schema, new_schema_name, require_postgres, schema_url
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
 import floor_bounds
 

@@ -1,0 +1,1 @@
+"""Tests of the benches' own helpers (bench/, outside perdure), kept in step with the store."""

@@ -1,0 +1,1 @@
+"""Unit tests of perdure.server.admin.ui (in process)."""

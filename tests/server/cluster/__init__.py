@@ -1,0 +1,1 @@
+"""Unit tests of perdure.server.cluster (in process, against real sockets)."""

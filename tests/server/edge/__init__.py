@@ -1,0 +1,1 @@
+"""Unit tests of perdure.server.edge (in process, over httpx's ASGI transport)."""
