@@ -146,7 +146,7 @@ async def run_many_actors(
 
     async def feed(actor_id: str) -> None:
         for _ in range(jobs_per_actor):
-            await runtime.send(actor_id, "jobs", {"value": 1})
+            await runtime.dispatch.ref(actor_id).send("jobs", {"value": 1})
 
     await asyncio.gather(*(feed(actor_id) for actor_id in ids))
     async with asyncio.timeout(600):

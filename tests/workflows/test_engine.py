@@ -105,7 +105,7 @@ async def test_queue_jobs_are_applied_exactly_once_across_restarts(rig: Rig) -> 
     handle = rig.handle("wf")
     actor_id = await handle.resolve()
     for value in range(1, 31):
-        await runtime.send(actor_id, "jobs", {"value": value})
+        await runtime.dispatch.ref(actor_id).send("jobs", {"value": value})
         if value % 10 == 0:
             runtime = await rig.restart()
     await eventually(lambda: _count_is(rig, 30))
@@ -142,7 +142,7 @@ async def test_events_leave_after_commit_and_are_not_replayed(rig: Rig) -> None:
     conn.on("applied", on_applied)
     actor_id = await handle.resolve()
     for value in (1, 2, 3):
-        await runtime.send(actor_id, "jobs", {"value": value})
+        await runtime.dispatch.ref(actor_id).send("jobs", {"value": value})
     await eventually(lambda: _len_is(seen, 3))
     assert seen == [1, 2, 3]
     # Each event left only once its step was on disk: the stored sum already had it.

@@ -29,28 +29,28 @@ async def test_a_full_database_refuses_the_write_keeps_the_rest_and_recovers(
     store = SQLiteStore(path)
     async with ActorRuntime(registry, store) as runtime:
         actor_id, _ = await runtime.get_or_create_actor("ledger", "k")
-        assert await runtime.call(actor_id, "add", [1]) == 1
+        assert await runtime.dispatch.ref(actor_id).call("add", [1]) == 1
         await store.set_max_size(_file_size(path) + 64 * 1024)
 
         # One action stores a state far over the cap: refused whole.
         with pytest.raises(StoreFull) as refused:
-            await runtime.call(actor_id, "add", [list(range(BIG))])
+            await runtime.dispatch.ref(actor_id).call("add", [list(range(BIG))])
         assert refused.value.identifier == "store.full"
         assert refused.value.status == 507
         # Nothing half-applied: memory does not run ahead of the store either (the
         # instance was dropped and wakes from the stored state).
-        assert await runtime.call(actor_id, "entries", []) == [1]
+        assert await runtime.dispatch.ref(actor_id).call("entries", []) == [1]
         # Small writes still fit in the room left.
-        assert await runtime.call(actor_id, "add", [2]) == 2
+        assert await runtime.dispatch.ref(actor_id).call("add", [2]) == 2
         # A create needing room fails the same way and leaves nothing behind.
         with pytest.raises(StoreFull):
             await runtime.get_or_create_actor("ledger", "big", list(range(BIG)))
         assert await store.find_actor("ledger", ("big",)) is None
 
         await store.set_max_size(None)  # space returns
-        assert await runtime.call(actor_id, "add", [3]) == 3
-        assert await runtime.call(actor_id, "entries", []) == [1, 2, 3]
+        assert await runtime.dispatch.ref(actor_id).call("add", [3]) == 3
+        assert await runtime.dispatch.ref(actor_id).call("entries", []) == [1, 2, 3]
     # Every acknowledged write is in the file, read by a new store.
     reopened = SQLiteStore(path)
     async with ActorRuntime(registry, reopened) as runtime:
-        assert await runtime.call(actor_id, "entries", []) == [1, 2, 3]
+        assert await runtime.dispatch.ref(actor_id).call("entries", []) == [1, 2, 3]

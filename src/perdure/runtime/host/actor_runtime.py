@@ -1,4 +1,13 @@
-"""The actor runtime: (name, key) → actor id → live instance, waking actors as needed."""
+"""The actor runtime: (name, key) → actor id → live instance, waking actors as needed.
+
+It holds the live instances of this process and builds every other room on itself: the
+dispatch (``runtime.dispatch``, the one way into an actor, which calls back into the
+runtime through :class:`~perdure.runtime.dispatch.port.DispatchHost`), the in-process
+client (``runtime.client()``), the alarm scheduler, the inspector's feed and, on a
+cluster node, membership and placement. Requests go through the dispatch, never
+through the runtime's own methods: those are the dispatch's port and the instances'
+host (:class:`~perdure.runtime.actor.hosting.ActorHost`).
+"""
 
 from __future__ import annotations
 
@@ -34,7 +43,6 @@ from perdure.runtime.kernel.clock import Clock, SystemClock
 from perdure.runtime.kernel.core import StopReason
 from perdure.runtime.kernel.tasks import TaskOwner
 from perdure.runtime.local.client import LocalClient
-from perdure.runtime.queues.actor_queue import QueueSendResult
 from perdure.store.base import ActorRecord, Store
 from perdure.store.encoding import encode_value
 from perdure.telemetry import Observers
@@ -220,7 +228,7 @@ class ActorRuntime:
     ) -> str:
         """The actor id for ``(name, key)`` by ``get``, ``getOrCreate`` or ``create``."""
         if method == "get":
-            return await self.get_actor_id(name, key)
+            return await self._existing_actor_id(name, key)
         if method == "create":
             return await self.create_actor(name, key, input)
         if method == "getOrCreate":
@@ -228,7 +236,7 @@ class ActorRuntime:
             return actor_id
         raise InvalidRequest(f"Unknown resolve method `{method}`.")
 
-    async def get_actor_id(self, name: str, key: str | Sequence[str] | None) -> str:
+    async def _existing_actor_id(self, name: str, key: str | Sequence[str] | None) -> str:
         """The id of an existing actor; ``actor.not_found`` otherwise."""
         self.definition(name)
         actor_id = await self._find_actor_id(name, normalize_key(key))
@@ -472,23 +480,6 @@ class ActorRuntime:
         if instance is None or instance.status != "running":
             instance = await self.instance(actor_id)
         return instance
-
-    async def call(self, actor_id: str, action: str, args: list[Any]) -> Any:
-        """Run an action on an actor (waking it if needed)."""
-        return await self.dispatch.ref(actor_id).call(action, args)
-
-    async def send(
-        self,
-        actor_id: str,
-        queue_name: str,
-        body: Any,
-        *,
-        wait: bool = False,
-        timeout: float | None = None,
-    ) -> QueueSendResult:
-        """Send a durable queue message to an actor (waking it); optionally wait for it
-        to be completed. Returns when the message is durable (and, with ``wait``, done)."""
-        return await self.dispatch.ref(actor_id).send(queue_name, body, wait=wait, timeout=timeout)
 
     async def wake_for_alarm(self, actor_id: str) -> int | None:
         """Wake an actor because its alarm is due (the workflow/schedules take over).
