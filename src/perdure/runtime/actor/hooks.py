@@ -24,7 +24,7 @@ from perdure.store.encoding import decode_value
 if TYPE_CHECKING:
     from perdure.runtime.actor.contexts import ActorContext
 
-__all__ = ["await_action", "call_hook", "run_create_hooks"]
+__all__ = ["await_action", "before_action_response", "call_hook", "run_create_hooks"]
 
 _log = logging.getLogger("perdure.actor")
 
@@ -56,6 +56,21 @@ async def await_action(name: str, awaitable: Awaitable[Any], timeout: float) -> 
         if deadline.expired():
             raise ActionTimedOut(name, timeout) from None
         raise
+
+
+async def before_action_response(
+    hook: Callable[..., Any], context: ActorContext, name: str, args: list[Any], output: Any
+) -> Any:
+    """What ``on_before_action_response`` makes of an action's output. Like rivetkit it
+    gets the actor's context (no ``conn``), and a failure in it is logged and the
+    action's own output is sent: the action itself succeeded."""
+    try:
+        return await call_hook(hook, context, name, args, output)
+    except asyncio.CancelledError:
+        raise
+    except Exception:
+        context.log.exception("on_before_action_response failed")
+        return output
 
 
 async def run_create_hooks(

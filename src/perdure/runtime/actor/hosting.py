@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from perdure.handles import Client
     from perdure.runtime.actor.instance import ActorInstance
     from perdure.runtime.kernel.clock import Clock
-    from perdure.runtime.kernel.core import StopReason
+    from perdure.runtime.kernel.core import AlarmSink, StopReason
     from perdure.store.base import Store
     from perdure.telemetry import Observers
 
@@ -44,8 +44,9 @@ class ActorHost(Protocol):
         """Told of what the actor does (metrics, traces, the inspector's feed)."""
         ...
 
-    def note_alarm(self, at: int | None) -> None:
-        """The actor set an alarm: the scheduler wakes it then, should it sleep first."""
+    @property
+    def alarms(self) -> AlarmSink:
+        """The alarm scheduler: wakes the actor for an alarm, should it sleep first."""
         ...
 
     def schedule_stop(self, instance: ActorInstance, reason: StopReason) -> None:

@@ -25,11 +25,24 @@ from perdure.errors import (
     InternalError,
     PerdureError,
 )
+from perdure.keys import Key
 from perdure.runtime.actor.connections import Connection, Transport
 from perdure.runtime.actor.contexts import ActionContext, ActorContext
-from perdure.runtime.actor.hooks import await_action, call_hook, run_create_hooks
+from perdure.runtime.actor.hooks import (
+    await_action,
+    before_action_response,
+    call_hook,
+    run_create_hooks,
+)
 from perdure.runtime.events.log import EventLog
-from perdure.runtime.kernel.core import ActorCore, ActorIdentity, ActorStatus, StopReason
+from perdure.runtime.kernel.core import (
+    AbortSignal,
+    ActorCore,
+    ActorIdentity,
+    ActorStatus,
+    StopReason,
+)
+from perdure.runtime.kernel.tasks import TaskOwner
 from perdure.runtime.queues.actor_queue import ActorQueue
 from perdure.runtime.schedules.manager import ScheduleManager
 from perdure.schemas import to_plain
@@ -57,9 +70,9 @@ class ActorInstance:
     # Written as words to split, so that the list takes a few lines, not thirty.
     __slots__ = tuple(
         """
-        __weakref__ _claimed _run_task _stopped abort activity actor_id commits conns
-        context core definition events generation host identity key name observer
-        options queue record schedules state stop_reason tasks vars workflow
+        __weakref__ _claimed _run_task _stopped activity actor_id commits conns context
+        core definition events host identity observer options queue record schedules
+        state stop_reason vars workflow
         """.split()  # noqa: SIM905
     )
 
@@ -78,11 +91,9 @@ class ActorInstance:
         self.definition = definition
         self.options = definition.options
         self.actor_id = record.actor_id
-        self.name = record.name
-        self.key = record.key
-        self.generation = record.generation if claimed else record.generation + 1
+        generation = record.generation if claimed else record.generation + 1
         # Who answers requests served by this instance (headers, error bodies): built once.
-        self.identity = ActorIdentity(self.actor_id, self.key, self.generation)
+        self.identity = ActorIdentity(self.actor_id, record.key, generation)
         self._claimed = claimed
         self.record = record
         self.state: Any = None
@@ -97,19 +108,17 @@ class ActorInstance:
             clock=host.clock,
             observer=host.observers,
             wake_at=record.wake_at,
-            note_alarm=host.note_alarm,
-            on_idle=self.sleep_when_idle,
+            alarms=host.alarms,
+            sleep_owner=self,
             connections=self.conns,
             state_owner=self,
             last_state=record.state,
             # A claimed generation fences every commit; otherwise the start commit
             # stores it (see start()).
-            fence=self.generation if claimed else None,
+            fence=generation if claimed else None,
             state_written=self._state_written if "on_state_change" in definition.hooks else None,
             on_write_failed=self._write_failed,
         )
-        self.abort = core.abort
-        self.tasks = core.tasks
         self.activity = core.activity
         self.commits = core.commits
         # The stopped future is made on first use: tens of thousands may be awake at once.
@@ -121,7 +130,7 @@ class ActorInstance:
         self._run_task: asyncio.Task[None] | None = None
         self.queue: ActorQueue | None = None
         self.workflow: WorkflowRunner | None = None
-        self.schedules = ScheduleManager(core, self._fire_scheduled)
+        self.schedules = ScheduleManager(core, self)
 
     def __str__(self) -> str:
         return f"actor {self.label}"
@@ -134,6 +143,33 @@ class ActorInstance:
     @status.setter
     def status(self, value: ActorStatus) -> None:
         self.core.status = value
+
+    # Read rarely (at a wake, in logs and errors): from the core, rather than one more
+    # slot on every awake actor.
+    @property
+    def name(self) -> str:
+        """The actor's registered name."""
+        return self.core.name
+
+    @property
+    def key(self) -> Key:
+        """The actor's key."""
+        return self.core.key
+
+    @property
+    def generation(self) -> int:
+        """This instance's generation (the actor's wakes, counted)."""
+        return self.core.generation
+
+    @property
+    def abort(self) -> AbortSignal:
+        """Fires when the actor begins to stop."""
+        return self.core.abort
+
+    @property
+    def tasks(self) -> TaskOwner:
+        """The tasks this instance owns (cancelled when it stops)."""
+        return self.core.tasks
 
     @property
     def label(self) -> str:
@@ -163,8 +199,9 @@ class ActorInstance:
         """An in-process client (``c.client()``)."""
         return self.host.client()
 
-    async def _fire_scheduled(self, action: str, args: list[Any]) -> Any:
-        """A due schedule's action, called through the runtime like any request."""
+    async def call_scheduled(self, action: str, args: list[Any]) -> Any:
+        """A due schedule's action (the ScheduleManager's caller), called through the
+        runtime like any request."""
         return await self.host.fire_scheduled(self, action, args)
 
     # ----------------------------------------------------------------- lifecycle
@@ -306,32 +343,10 @@ class ActorInstance:
             coro = self._run(run)
         self._run_task = self.tasks.spawn(coro, name=f"run {self.actor_id}")
 
-    async def park_workflow(self, patience: float) -> bool:
-        """Stop the workflow's run so its history can be repaired; True if it was running.
-
-        A run that is waiting (a sleep, a queue wait, a retry's backoff) is stopped at
-        once: like a crash there, nothing is lost. A run executing a step is given
-        ``patience`` seconds to finish it or start waiting (``workflow.busy`` after).
-        """
-        from perdure.errors import RepairRefused
-
-        task = self._run_task
-        if task is None or task.done():
-            return False
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + patience
-        while not task.done() and not self.activity.run_sleep_ok:
-            if loop.time() >= deadline:
-                raise RepairRefused(
-                    "The workflow is running a step; try again once it waits or has finished.",
-                    code="busy",
-                )
-            await asyncio.wait([task], timeout=0.01)
-        if task.done():
-            return False
-        task.cancel()
-        await asyncio.wait([task])
-        return True
+    @property
+    def run_task(self) -> asyncio.Task[None] | None:
+        """The task running ``run`` (or the workflow), if it was started."""
+        return self._run_task
 
     def restart_run(self) -> None:
         """Start the run handler again (after a workflow repair)."""
@@ -404,7 +419,7 @@ class ActorInstance:
                     output = await await_action(name, output, self.options.action_timeout)
                 hook = self.definition.hooks.get("on_before_action_response")
                 if hook is not None:
-                    output = await self._before_action_response(hook, name, args, output)
+                    output = await before_action_response(hook, self.context, name, args, output)
             finally:
                 flushed = self.commits.request_flush()
             await flushed
@@ -420,20 +435,6 @@ class ActorInstance:
             activity.leave()
             if span is not None:
                 span.end(error)
-
-    async def _before_action_response(
-        self, hook: Callable[..., Any], name: str, args: list[Any], output: Any
-    ) -> Any:
-        """What ``on_before_action_response`` makes of the output. Like rivetkit it gets the
-        actor's context (no ``conn``), and a failure in it is logged and the action's own
-        output is sent: the action itself succeeded."""
-        try:
-            return await call_hook(hook, self.context, name, args, output)
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            self.log.exception("on_before_action_response failed")
-            return output
 
     def workflow_status(self) -> dict[str, Any]:
         """``{status, error, output}`` of this actor's workflow, as its run knows it

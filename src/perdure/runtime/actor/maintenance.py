@@ -4,7 +4,7 @@ schedules, requeue or drop one of its dead letters.
 They arrive through the dispatch seam as :class:`~perdure.runtime.actor.operations.Administer`
 operations (so in a cluster they run on the node that owns the actor) and run here, on
 the live instance. A workflow repair stops the run (see
-:meth:`ActorInstance.park_workflow`), writes the plan of :mod:`perdure.workflows.repair`
+:func:`park_workflow`), writes the plan of :mod:`perdure.workflows.repair`
 in one commit and starts the run again, which replays the repaired history.
 """
 
@@ -61,7 +61,7 @@ async def repair_workflow(
     if kind == "replay" and not location:
         raise InvalidRequest("Say which step to replay from (`from`).", code="missing_step")
     async with _locks.setdefault(instance, asyncio.Lock()):
-        was_running = await instance.park_workflow(STEP_PATIENCE)
+        was_running = await park_workflow(instance, STEP_PATIENCE)
         await instance.commits.flush_now()
         stored = await instance.core.store.load_history(instance.actor_id)
         meta, entries = decode_history(stored)
@@ -83,6 +83,32 @@ async def repair_workflow(
         "error": plan.meta.get("error"),
         "output": plan.meta.get("output"),
     }
+
+
+async def park_workflow(instance: ActorInstance, patience: float) -> bool:
+    """Stop the workflow's run so its history can be repaired; True if it was running.
+
+    A run that is waiting (a sleep, a queue wait, a retry's backoff) is stopped at
+    once: like a crash there, nothing is lost. A run executing a step is given
+    ``patience`` seconds to finish it or start waiting (``workflow.busy`` after).
+    """
+    task = instance.run_task
+    if task is None or task.done():
+        return False
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + patience
+    while not task.done() and not instance.activity.run_sleep_ok:
+        if loop.time() >= deadline:
+            raise RepairRefused(
+                "The workflow is running a step; try again once it waits or has finished.",
+                code="busy",
+            )
+        await asyncio.wait([task], timeout=0.01)
+    if task.done():
+        return False
+    task.cancel()
+    await asyncio.wait([task])
+    return True
 
 
 async def _apply(instance: ActorInstance, plan: RepairPlan) -> None:

@@ -201,10 +201,6 @@ class ActorRuntime:
         """An in-process client (no network) for tests and actor-to-actor calls."""
         return LocalClient(self.dispatch)
 
-    def note_alarm(self, at: int | None) -> None:
-        """A live actor set an alarm (its ActorHost): the scheduler wakes it then."""
-        self.alarms.note(at)
-
     async def fire_scheduled(self, instance: ActorInstance, action: str, args: list[Any]) -> Any:
         """A live actor's due schedule (its ActorHost): the action runs through the
         dispatch, pinned to that instance."""

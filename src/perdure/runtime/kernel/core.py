@@ -21,10 +21,10 @@ import asyncio
 import logging
 from collections.abc import Callable, Sized
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from perdure.keys import Key
-from perdure.runtime.kernel.activity import ActivityTracker
+from perdure.runtime.kernel.activity import ActivityTracker, SleepOwner
 from perdure.runtime.kernel.clock import Clock
 from perdure.runtime.kernel.commits import CommitPipeline, StateOwner
 from perdure.runtime.kernel.tasks import TaskOwner
@@ -40,6 +40,7 @@ __all__ = [
     "ActorCore",
     "ActorIdentity",
     "ActorStatus",
+    "AlarmSink",
     "StopReason",
 ]
 
@@ -94,22 +95,31 @@ class AbortSignal:
         await self._event.wait()
 
 
+class AlarmSink(Protocol):
+    """Where an actor's alarms are told (the runtime's alarm scheduler), so that it is
+    woken for them should it sleep first. One per runtime, shared by every actor."""
+
+    def note(self, wake_at: int | None) -> None:
+        """An actor waits for an alarm at ``wake_at`` (epoch ms)."""
+        ...
+
+
 class ActorCore:
     """What every part of one live actor needs (see the module docstring).
 
-    ``note_alarm`` tells the runtime's alarm scheduler of a new earliest alarm;
-    ``on_idle`` puts the actor to sleep when its sleep timer runs out; ``connections``
-    is the actor's open connections (any one keeps it awake). The commit pipeline's
-    arguments are :class:`~perdure.runtime.kernel.commits.CommitPipeline`'s.
+    ``alarms`` is told of a new earliest alarm; ``sleep_owner`` is put to sleep when
+    the sleep timer runs out; ``connections`` is the actor's open connections (any one
+    keeps it awake). The commit pipeline's arguments are
+    :class:`~perdure.runtime.kernel.commits.CommitPipeline`'s. (Shared objects rather
+    than bound methods: each bound method would be one more object per awake actor.)
     """
 
     # One per awake actor (tens of thousands may be): slots, and the logger and the
     # alarms made at first use.
     __slots__ = (
+        "_alarm_sink",
         "_alarms",
         "_logger",
-        "_note_alarm",
-        "_on_idle",
         "_wake_at",
         "abort",
         "activity",
@@ -138,8 +148,8 @@ class ActorCore:
         clock: Clock,
         observer: Observers,
         wake_at: int | None,
-        note_alarm: Callable[[int | None], None],
-        on_idle: Callable[[], None],
+        alarms: AlarmSink,
+        sleep_owner: SleepOwner,
         connections: Sized,
         state_owner: StateOwner,
         last_state: bytes | None,
@@ -165,10 +175,9 @@ class ActorCore:
         # wake_at.
         self._alarms: dict[str, int] | None = None
         self._wake_at = wake_at
-        self._note_alarm = note_alarm
-        self._on_idle = on_idle
+        self._alarm_sink = alarms
         self.activity = ActivityTracker(
-            self,
+            sleep_owner,
             sleep_timeout=self.options.sleep_timeout,
             no_sleep=self.options.no_sleep,
             connections=connections,
@@ -212,10 +221,6 @@ class ActorCore:
         """True while the actor takes work (started, not stopping)."""
         return self.status == "running"
 
-    def sleep_when_idle(self) -> None:
-        """The sleep timer ran out while the actor was idle (ActivityTracker)."""
-        self._on_idle()
-
     def request_flush(self) -> asyncio.Future[None]:
         """A future that resolves when everything done so far is durable (flushes
         requested in one event-loop tick share one commit)."""
@@ -241,7 +246,7 @@ class ActorCore:
         earliest = min(alarms.values()) if alarms else None
         if earliest != self._wake_at:
             self.write_wake_at(earliest)
-            self._note_alarm(earliest)
+            self._alarm_sink.note(earliest)
 
     def write_wake_at(self, at: int | None) -> None:
         """Stage ``at`` as the stored alarm (with the next commit)."""
@@ -251,4 +256,4 @@ class ActorCore:
     def note_alarm(self, at: int | None) -> None:
         """Tell the alarm scheduler of an alarm the actor waits for (a timer of its own
         that it wants to be woken for should it sleep first)."""
-        self._note_alarm(at)
+        self._alarm_sink.note(at)

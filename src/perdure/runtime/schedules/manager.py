@@ -31,8 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 from zoneinfo import ZoneInfo
 
 from perdure.errors import ActionNotFound, ActorAborted, ActorNotFound, PerdureError
@@ -46,7 +45,7 @@ from perdure.store.encoding import decode_value, encode_value
 if TYPE_CHECKING:
     from perdure.runtime.kernel.core import ActorCore
 
-__all__ = ["ALARM_SOURCE", "FireAction", "ScheduleManager", "recurring_id"]
+__all__ = ["ALARM_SOURCE", "ScheduleManager", "ScheduledCaller", "recurring_id"]
 
 ALARM_SOURCE = "schedule"
 # An actor stays awake for a job due this soon: a little longer than the alarm scheduler
@@ -55,10 +54,13 @@ _HOLD_MS = PREWAKE_MS + 100
 _ALL_FIRES = 2**62  # "every seq" for a prune; fits a signed 64-bit column
 
 
-# How a due job's action is called: through the runtime's dispatch, like any request
-# (the actor's instance hands the manager this callback; ``args`` ends with the fire's
-# ScheduledFireInfo).
-FireAction = Callable[[str, list[Any]], Awaitable[Any]]
+class ScheduledCaller(Protocol):
+    """How a due job's action is called: through the runtime's dispatch, like any
+    request (the actor's instance is the caller the manager is handed)."""
+
+    async def call_scheduled(self, action: str, args: list[Any]) -> Any:
+        """Call ``action`` with ``args`` (which end with the fire's ScheduledFireInfo)."""
+        ...
 
 
 def recurring_id(name: str) -> str:
@@ -76,12 +78,12 @@ class _Run:
 
 
 class ScheduleManager:
-    """One per awake actor; ``c.schedule``/``c.cron`` are views over it. ``fire`` calls a
-    due job's action."""
+    """One per awake actor; ``c.schedule``/``c.cron`` are views over it. ``caller``
+    calls a due job's action."""
 
-    def __init__(self, core: ActorCore, fire: FireAction) -> None:
+    def __init__(self, core: ActorCore, caller: ScheduledCaller) -> None:
         self.core = core
-        self._fire = fire
+        self._caller = caller
         self.jobs: dict[str, ScheduleRecord] = {}
         self._running: dict[str, int] = {}  # recurring job id -> seq of its run in progress
         # Wakes the timer when the jobs change; made with the timer (an Event and its
@@ -342,7 +344,7 @@ class ScheduleManager:
         action = run.job.action
         try:
             args = [*decode_value(run.job.args), run.info]
-            await self._fire(action, args)
+            await self._caller.call_scheduled(action, args)
         except ActionNotFound as exc:  # gone since the claim checked it
             self.remove(run.job.id)
             return _error_info(exc)
