@@ -214,3 +214,17 @@ def test_no_module_is_named_like_a_standard_library_module() -> None:
         and path.stem in sys.stdlib_module_names
     }
     assert named == set()
+
+
+def test_the_parts_of_an_actor_take_its_core_not_the_instance() -> None:
+    # The queues, schedules, event log, kernel, contexts and connections know the actor
+    # through ActorCore (or a protocol of their own); only the instance's room composes.
+    runtime = SOURCE / "perdure" / "runtime"
+    parts = [
+        *(runtime / room for room in ("queues", "schedules", "events", "kernel")),
+        runtime / "actor" / "contexts.py",
+        runtime / "actor" / "connections.py",
+    ]
+    files = [p for part in parts for p in ([part] if part.is_file() else part.glob("*.py"))]
+    assert len(files) >= 14
+    assert [str(p.relative_to(SOURCE)) for p in files if "ActorInstance" in p.read_text()] == []
