@@ -22,6 +22,14 @@ def _burst(c: Any, n: int) -> int:
     return int(c.state["count"])
 
 
+def _flood(c: Any, n: int, size: int) -> int:
+    """``n`` events of ``size`` characters each, from one action."""
+    payload = "x" * size
+    for _ in range(n):
+        c.broadcast("other", payload)
+    return n
+
+
 def _counter(**options: Any) -> Any:
     return actor(
         state={"count": 0},
@@ -29,6 +37,7 @@ def _counter(**options: Any) -> Any:
         actions={
             "increment": _increment,
             "burst": _burst,
+            "flood": _flood,
             "other": lambda c: c.broadcast("other", "x"),
             # To the calling connection alone: not logged, not numbered.
             "whisper": lambda c: c.conn.send("other", 7),

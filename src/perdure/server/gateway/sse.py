@@ -11,6 +11,12 @@ parameter, else it starts now. When the log no longer holds what was asked for, 
 stream opens with ``event: $perdure.gap`` and ``data: {"after": n, "resumedAt": m}``.
 A comment line is sent every 15 s so that proxies keep the stream open.
 
+What waits for a reader is bounded (:data:`MAX_QUEUED_BYTES`), as a WebSocket's outbox
+is: a reader that falls that far behind gets ``event: $perdure.error`` with ``data``
+``{"group": "message", "code": "outgoing_queue_full", …}`` after what it had been sent,
+and the stream ends (an ``EventSource`` then reconnects with ``Last-Event-ID`` and
+resumes from the log, a gap announced if the log no longer holds it).
+
 Errors before the stream starts are answered like any gateway error (400
 ``events.invalid_since`` for a bad ``since``/``Last-Event-ID``, 404 ``actor.not_found``
 …). In a cluster, a stream of an actor another node owns is relayed from that node
@@ -38,7 +44,19 @@ from perdure.server.gateway.target import (
     resolve_target,
 )
 
-__all__ = ["EventStream"]
+__all__ = ["MAX_QUEUED_BYTES", "EventStream"]
+
+# What one stream holds for a reader that does not keep up (its socket's buffers come on
+# top). Smaller than a WebSocket's outbox (32 MiB): events for a browser page are small,
+# and a stalled page must not cost the server more than this.
+MAX_QUEUED_BYTES = 4 * 1024 * 1024
+_OVERFLOW = json.dumps(
+    {
+        "group": "message",
+        "code": "outgoing_queue_full",
+        "message": "The stream's reader fell too far behind; resume from the last event id.",
+    }
+)
 
 _KEEPALIVE = 15.0
 _HEADERS = [
@@ -49,21 +67,48 @@ _HEADERS = [
 
 
 class _StreamSink:
-    """The SSE connection's transport and follower sink: SSE messages into one queue."""
+    """The SSE connection's transport and follower sink: SSE messages into one queue of
+    at most ``limit`` bytes (see the module docstring)."""
 
-    def __init__(self) -> None:
+    def __init__(self, limit: int = MAX_QUEUED_BYTES) -> None:
         self.items: asyncio.Queue[bytes | CloseEvent] = asyncio.Queue()
+        self.queued = 0  # bytes in `items`
+        self.limit = limit
+        self.overflowed = False
 
     def event(self, event: LoggedEvent) -> None:
+        if self.overflowed:
+            return  # the stream is ending: nothing more is encoded for it
         data = json.dumps(to_json_value(event.args, "event arguments"), separators=(",", ":"))
-        self.items.put_nowait(f"id: {event.seq}\nevent: {event.name}\ndata: {data}\n\n".encode())
+        self._put(f"id: {event.seq}\nevent: {event.name}\ndata: {data}\n\n".encode())
+
+    def taken(self, message: bytes) -> None:
+        """``message`` left the queue for the socket."""
+        self.queued -= len(message)
+
+    def _put(self, message: bytes) -> None:
+        if self.overflowed:
+            return
+        self.queued += len(message)
+        if self.queued <= self.limit:
+            self.items.put_nowait(message)
+            return
+        # The reader fell behind: drop what waits (the log keeps it, for a resume), say
+        # why, and end the stream.
+        self.overflowed = True
+        while not self.items.empty():
+            self.items.get_nowait()
+        error = f"event: $perdure.error\ndata: {_OVERFLOW}\n\n".encode()
+        self.queued = len(error)
+        self.items.put_nowait(error)
+        self.items.put_nowait(CloseEvent(1011, "message.outgoing_queue_full"))
 
     def resumed(self, start: int) -> None:
         """Nothing to send: the ids of what follows say it."""
 
     def gap(self, after: int, resumed_at: int) -> None:
         data = json.dumps({"after": after, "resumedAt": resumed_at})
-        self.items.put_nowait(f"event: $perdure.gap\ndata: {data}\n\n".encode())
+        self._put(f"event: $perdure.gap\ndata: {data}\n\n".encode())
 
     def send_event(self, name: str, args: list[Any]) -> None:
         """A follower's events come through :meth:`event`; ``conn.send`` is not streamed."""
@@ -158,6 +203,7 @@ async def _pump(sink: _StreamSink, receive: Receive, send: Send) -> None:
             if isinstance(message, CloseEvent):
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
                 return
+            sink.taken(message)
             await send({"type": "http.response.body", "body": message, "more_body": True})
     finally:
         gone.cancel()
