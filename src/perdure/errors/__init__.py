@@ -45,6 +45,8 @@ HTTP status a server answers with. The tree::
     │   ├── NotOwner                 actor.not_owner (503)        forwarded to a node that
     │   │                                                         does not own the actor
     │   ├── ActorUnavailable         actor.unavailable (503)      no node can serve it yet
+    │   ├── PeerForbidden            actor.forbidden (403)        claims to be a node, has
+    │   │                                                         not the cluster's secret
     │   └── RemoteError              (as answered)                another node's error, kept
     ├── (edge: the server refuses before any actor)
     │   ├── RouteNotFound            actor.route_not_found (404)  no route for this path
@@ -111,6 +113,7 @@ from perdure.errors.base import (
 from perdure.errors.cluster import (
     ActorUnavailable,
     NotOwner,
+    PeerForbidden,
     PeerUnreachable,
     RemoteError,
 )
@@ -172,6 +175,7 @@ __all__ = [
     "NotLocal",
     "NotOwner",
     "OriginNotAllowed",
+    "PeerForbidden",
     "PeerUnreachable",
     "PerdureError",
     "QueueError",

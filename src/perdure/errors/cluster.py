@@ -39,6 +39,17 @@ class ActorUnavailable(PerdureError):
     status = 503
 
 
+class PeerForbidden(PerdureError):
+    """A request that claims to come from another node of the cluster without the
+    cluster's secret (a wrong secret, or a forged forwarding header): 403."""
+
+    default_code = "forbidden"
+    status = 403
+
+    def __init__(self, message: str = "Wrong or missing cluster secret.") -> None:
+        super().__init__(message)
+
+
 class RemoteError(PerdureError):
     """An error another node answered with, kept as it was (group, code, status)."""
 

@@ -100,3 +100,29 @@ async def test_raw_requests_and_sockets_reach_the_owner_through_another_node(
                     refused = await anonymous.get(f"{second}/gateway/{actor_id}/request/state")
                 assert refused.status_code == 401, refused.text
                 assert refused.json()["code"] == "unauthorized"
+
+
+async def test_a_forged_forwarding_header_is_refused_with_a_403(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """A request that claims another node handed it on (``x-perdure-forwarded``) without
+    the cluster's secret is refused with 403 ``actor.forbidden`` before it reaches the
+    actor: over HTTP, and on a socket (the error frame's code)."""
+    base = tmp_path_factory.mktemp("raw-cluster-forged")
+    query = f"rvt-method=getOrCreate&rvt-key=k-{uuid.uuid4().hex[:12]}"
+    args = ["--token", TOKEN, "--cluster-secret", "the-secret"]
+    with Cluster(REGISTRY, 2, base_dir=base, extra_args=args) as cluster:
+        first = cluster.urls[0]
+        async with httpx.AsyncClient(timeout=WAIT, headers=AUTH) as client:
+            url = f"{first}/gateway/rawy/request/bump?{query}"
+            forged = {"x-perdure-forwarded": "node-1"}
+            refused = await client.post(url, json={"by": 1}, headers=forged)
+            assert refused.status_code == 403, refused.text
+            assert (refused.json()["group"], refused.json()["code"]) == ("actor", "forbidden")
+            wrong = {**forged, "x-perdure-cluster-secret": "not-the-secret"}
+            refused = await client.post(url, json={"by": 1}, headers=wrong)
+            assert refused.status_code == 403, refused.text
+            # Nothing ran: the first real request creates the actor and counts from 0.
+            served = await client.post(url, json={"by": 1})
+            assert served.status_code == 200, served.text
+            assert served.json()["count"] == 1

@@ -32,6 +32,7 @@ from perdure.errors import (
     ActorUnavailable,
     InvalidRequest,
     NotOwner,
+    PeerForbidden,
     PeerUnreachable,
     PerdureError,
     RemoteError,
@@ -298,8 +299,8 @@ class ForwardEndpoint:
         if self.secret is not None:
             given = (header_value(scope, _SECRET_HEADER) or "").encode()
             if not hmac.compare_digest(given, self.secret):
-                forbidden = PerdureError("Wrong or missing cluster secret.", code="forbidden")
-                await _reply(send, 403, {"error": _error_fields(forbidden, 403)})
+                forbidden = PeerForbidden()
+                await _reply(send, 403, {"error": _error_fields(forbidden, forbidden.status)})
                 return
         ref: ActorRef | None = None
         try:

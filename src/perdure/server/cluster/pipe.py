@@ -19,7 +19,7 @@ from urllib.parse import quote
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, WebSocketException
 
-from perdure.errors import PeerUnreachable, PerdureError
+from perdure.errors import PeerForbidden, PeerUnreachable
 from perdure.runtime import PeerNode
 from perdure.server.edge.asgi import Receive, Scope, Send, header_value
 
@@ -103,7 +103,7 @@ def handed_on_by_peer(scope: Scope, secret: str | None) -> bool:
     if secret is not None:
         given = header_value(scope, SECRET_HEADER.encode()) or ""
         if not hmac.compare_digest(given.encode(), secret.encode()):
-            raise PerdureError("Wrong or missing cluster secret.", code="forbidden")
+            raise PeerForbidden()
     return True
 
 
