@@ -29,6 +29,7 @@ live actor goes to sleep (``on_sleep`` runs, state is flushed) before the store 
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
@@ -73,7 +74,8 @@ def create_app(
     """A Starlette app serving ``runtime``'s actors; its lifespan starts and stops it.
 
     ``admin`` says who may use the admin API, the inspector UI and ``/metrics``
-    (default: loopback clients only; see :mod:`perdure.server.edge.admin_access`).
+    (default: loopback clients only, or, with a ``token`` and no admin token, whoever
+    presents ``token``; see :mod:`perdure.server.edge.admin_access`).
     ``metrics``: serve ``GET /metrics`` (:mod:`perdure.server.admin.metrics`), watching
     ``runtime`` to do so.
     ``token``: the server token every client request must carry
@@ -81,6 +83,11 @@ def create_app(
     pages may call the server (:mod:`perdure.server.edge.cors`; ``*`` for any).
     """
     admin = admin or AdminAccess()
+    if admin.token is None and token is not None:
+        # A server that wants a token from its clients is not to be opened from loopback
+        # alone: behind a proxy on the same host every request looks local. With no admin
+        # token of its own, its admin surface wants the server's token (docs/edge.md).
+        admin = dataclasses.replace(admin, token=token)
     actor_names: dict[str, Any] = {name: {"metadata": {}} for name in runtime.registry.actors}
 
     cluster = runtime.cluster

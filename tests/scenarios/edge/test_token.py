@@ -217,3 +217,36 @@ def test_serve_refuses_a_weak_token(tmp_path: Path) -> None:
     )
     assert result.returncode == 2
     assert "at least 16 characters" in result.stderr
+
+
+async def test_with_a_token_alone_the_admin_surface_wants_it_from_everyone(
+    tmp_path: Path,
+) -> None:
+    """``--token`` without ``--admin-token``: the admin API, the inspector, its feed and
+    /metrics want the token too, from loopback as from anywhere, whatever the Host (a
+    proxy on the same host makes every request look local); the probes stay open."""
+    with access_server(tmp_path / "data") as server:
+        port = server.url.rpartition(":")[2]
+        local_hosts = [f"127.0.0.1:{port}", f"localhost:{port}"]
+        routes = ["/admin/actors", "/admin/actors/x/feed", "/metrics"]
+        async with httpx.AsyncClient(timeout=WAIT) as client:
+            for host in local_hosts:
+                for path in routes:
+                    refused = await client.get(server.url + path, headers={"host": host})
+                    assert _error(refused) == (401, "admin.unauthorized"), (host, path)
+                ui = await client.get(server.url + "/ui/", headers={"host": host})
+                assert ui.status_code == 401, ui.text  # the sign-in page
+                assert "password" in ui.text
+            bearer = {"authorization": f"Bearer {TOKEN}"}
+            listed = await client.get(f"{server.url}/admin/actors", headers=bearer)
+            assert listed.status_code == 200, listed.text
+            metrics = await client.get(f"{server.url}/metrics", headers=bearer)
+            assert metrics.status_code == 200, metrics.text
+            # A page without an origin of its own (a sandboxed frame, a data: page) is
+            # refused even with the token.
+            sandboxed = await client.get(
+                f"{server.url}/admin/actors", headers={**bearer, "origin": "null"}
+            )
+            assert _error(sandboxed) == (403, "admin.forbidden")
+            for probe in ("/health", "/ready"):
+                assert (await client.get(server.url + probe)).status_code == 200

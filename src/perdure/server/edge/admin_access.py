@@ -3,9 +3,10 @@
 
 Without a token the admin surface answers only requests from a loopback address
 (127.0.0.0/8, ::1): the operator on the server's own machine. With a token
-(``perdure serve --admin-token`` or ``PERDURE_ADMIN_TOKEN``) it answers any address that
-presents it, loopback included — behind a reverse proxy on the same host every request
-comes from loopback, so a token must not be bypassed there. The token goes in
+(``perdure serve --admin-token`` or ``PERDURE_ADMIN_TOKEN``; on a server with a client
+``--token`` and no admin token, that token) it answers any address that presents it,
+loopback included — behind a reverse proxy on the same host every request comes from
+loopback, so a token must not be bypassed there. The token goes in
 ``Authorization: Bearer TOKEN`` (the CLI, Prometheus' ``bearer_token``) or in the
 ``perdure_admin`` cookie that the inspector's sign-in page sets (browsers cannot put a
 header on an ``EventSource``). ``--no-admin`` turns the whole surface off.
@@ -113,15 +114,16 @@ def admin_token(text: str) -> str:
 
 def _check_same_origin(connection: HTTPConnection) -> None:
     """Refuse a request a browser made for another site's page (cross-site request
-    forgery against the operator's browser): its ``Origin`` names another host, or
+    forgery against the operator's browser): its ``Origin`` names another host or is
+    ``null`` (a sandboxed frame, a ``data:`` or ``file:`` page: no origin to trust), or
     ``Sec-Fetch-Site`` says it is cross-site."""
     fetch_site = connection.headers.get("sec-fetch-site")
     if fetch_site is not None and fetch_site not in ("same-origin", "none"):
         raise AdminDenied("The admin surface refuses requests made by other sites' pages.")
     origin = connection.headers.get("origin")
-    if origin is not None and origin != "null":
+    if origin is not None:
         host = connection.headers.get("host", "")
-        if origin.partition("://")[2].rstrip("/") != host:
+        if origin == "null" or origin.partition("://")[2].rstrip("/") != host:
             raise AdminDenied("The admin surface refuses requests made by other sites' pages.")
 
 
