@@ -37,6 +37,11 @@ async def _on_request(c: Any, request: Request) -> Any:
         raise RuntimeError("a bug in the handler")
     if path == "/text":
         return "plain text"
+    if path == "/page":
+        return Response("<p>hi</p><script>1</script>", media_type="text/html")
+    if path == "/own-policy":
+        headers = {"content-security-policy": "default-src 'self'"}
+        return Response("<p>mine</p>", media_type="text/html", headers=headers)
     body = await request.body()
     return Response(
         body,

@@ -74,6 +74,29 @@ def test_direct_form_reaches_the_same_actor(server: ServerProcess) -> None:
     assert text.text == "plain text"
 
 
+def test_a_raw_answer_runs_in_a_sandbox_of_its_own_unless_the_actor_decides(
+    server: ServerProcess,
+) -> None:
+    """Raw answers share the inspector's origin: by default a page an actor serves runs
+    sandboxed (an opaque origin of its own) and is not sniffed; an actor that sets a
+    policy itself keeps it. The admin API's JSON is never sniffed either."""
+    key = _key()
+    with httpx.Client(timeout=WAIT) as client:
+        page = client.get(f"{server.url}/gateway/rawy/request/page?{_query(key)}")
+        own = client.get(f"{server.url}/gateway/rawy/request/own-policy?{_query(key)}")
+        admin = client.get(f"{server.url}/admin/actors")
+    assert page.status_code == 200, page.text
+    assert page.headers["content-type"].startswith("text/html")
+    assert page.headers["x-content-type-options"] == "nosniff"
+    policy = page.headers["content-security-policy"]
+    assert policy.startswith("sandbox ")
+    assert "allow-same-origin" not in policy
+    assert own.headers["content-security-policy"] == "default-src 'self'"
+    assert own.headers["x-content-type-options"] == "nosniff"
+    assert admin.status_code == 200, admin.text
+    assert admin.headers["x-content-type-options"] == "nosniff"
+
+
 def test_a_raw_request_wakes_a_sleeping_actor(server: ServerProcess) -> None:
     key = _key()
     actor_id = _actor_id(server, key)

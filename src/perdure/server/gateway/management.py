@@ -47,9 +47,11 @@ _MAX_PAGE = 1000
 
 
 def json_response(value: Any, status: int = 200) -> Response:
-    """A compact JSON response."""
+    """A compact JSON response (``nosniff``: a browser never takes it for a page)."""
     body = json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
-    return Response(body, status, media_type="application/json")
+    return Response(
+        body, status, {"x-content-type-options": "nosniff"}, media_type="application/json"
+    )
 
 
 def actor_object(record: ActorSummary) -> dict[str, Any]:
@@ -84,6 +86,7 @@ def json_errors(endpoint: Endpoint) -> Endpoint:
                 error_body(error, "json", None), status_for(error), media_type="application/json"
             )
             response.headers["x-rivet-error"] = header_text(error.identifier).decode()
+            response.headers["x-content-type-options"] = "nosniff"
             retry_after = getattr(error, "retry_after", None)  # store.unavailable, store.full
             if retry_after is not None:
                 response.headers["retry-after"] = str(retry_after)

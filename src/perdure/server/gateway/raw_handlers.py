@@ -99,6 +99,7 @@ class RawHandler:
             await send_error(send, exc, enc, None if actor is None else actor.identity)
             return
         response.raw_headers.extend(actor_headers(actor.identity))
+        _own_origin_guard(response)
         await response(scope, receive, send)
 
     async def websocket(
@@ -190,6 +191,23 @@ def _replay(body: bytes) -> Receive:
         return {"type": "http.request", "body": body, "more_body": False}
 
     return receive
+
+
+# A raw answer shares its origin with the inspector and the admin API: by default it runs
+# in a sandbox of an origin of its own (scripts still run, but cannot act as the
+# server's origin; the admin surface refuses `Origin: null`), and its content type is
+# taken as given. An actor that sets these headers itself decides.
+_GUARD_HEADERS = {
+    "x-content-type-options": "nosniff",
+    "content-security-policy": "sandbox allow-scripts allow-forms allow-popups allow-downloads",
+}
+
+
+def _own_origin_guard(response: Response) -> None:
+    """Add :data:`_GUARD_HEADERS` that the actor's answer does not set itself."""
+    for name, value in _GUARD_HEADERS.items():
+        if name not in response.headers:
+            response.headers[name] = value
 
 
 def _as_response(value: Any) -> Response:
