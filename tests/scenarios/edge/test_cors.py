@@ -6,6 +6,7 @@ served from two other origins."""
 from __future__ import annotations
 
 import http.server
+import json
 import os
 import threading
 from collections.abc import Iterator
@@ -14,6 +15,9 @@ from typing import Any
 
 import httpx
 import pytest
+from websockets.exceptions import ConnectionClosed
+from websockets.sync.client import connect
+from websockets.typing import Origin, Subprotocol
 
 from tests.support.browser import BrowserMissing, find_browser, start_browser
 from tests.support.server import ServerProcess, free_port
@@ -130,23 +134,64 @@ def test_another_origin_is_refused(server: ServerProcess, pages: tuple[_Pages, _
     assert _actors(server, key) == 0
 
 
-def test_without_a_policy_there_are_no_cors_headers(tmp_path: Path) -> None:
+def test_without_a_policy_only_the_servers_own_pages_and_non_browsers_pass(
+    tmp_path: Path,
+) -> None:
+    """No policy: a request a browser marks as another site's is refused before it runs
+    (a foreign Origin, Origin: null, Sec-Fetch-Site: cross-site), whatever its content
+    type; the server's own pages and clients that send no Origin pass. No CORS headers
+    either way (issue 29)."""
     with access_server(tmp_path / "data", token=None) as plain:
-        response = httpx.post(
-            _action(plain, new_key()),
-            json={"args": []},
-            headers={"origin": "http://page.test"},
-            timeout=WAIT,
+        key = new_key()
+        url = _action(plain, key)
+        host = plain.url.removeprefix("http://")
+        body = '{"args":[]}'
+        refused = [
+            {"origin": "http://page.test"},
+            {"origin": "http://page.test", "content-type": "text/plain"},  # a no-cors POST
+            {"origin": "null"},
+            {"sec-fetch-site": "cross-site"},
+            {"origin": f"http://{host}", "sec-fetch-site": "cross-site", "host": "evil.test"},
+        ]
+        with httpx.Client(timeout=WAIT) as client:
+            for headers in refused:
+                response = client.post(url, content=body, headers=headers)
+                assert response.status_code == 403, (headers, response.text)
+                error = response.json()
+                assert (error["group"], error["code"]) == ("cors", "origin_not_allowed")
+                assert not any(name.startswith("access-control-") for name in response.headers)
+            preflight = client.options(
+                url, headers={"origin": "http://page.test", "access-control-request-method": "POST"}
+            )
+            assert preflight.status_code == 403
+            assert _actors(plain, key) == 0  # nothing of the refused requests ran
+            own = client.post(url, content=body, headers={"origin": f"http://{host}"})
+            plain_client = client.post(url, content=body)  # no Origin: curl, the clients
+        assert own.status_code == 200, own.text
+        assert plain_client.status_code == 200, plain_client.text
+        assert not any(name.startswith("access-control-") for name in own.headers)
+
+
+def test_without_a_policy_a_foreign_page_cannot_open_a_socket(tmp_path: Path) -> None:
+    """The upgrade of another site's page is answered with the error frame and close
+    1008 before the actor is reached; a socket without an Origin opens as before."""
+    with access_server(tmp_path / "data", token=None) as plain:
+        key = new_key()
+        socket_url = plain.url.replace("http", "ws", 1) + (
+            f"/gateway/guarded/connect?rvt-method=getOrCreate&rvt-key={key}"
         )
-        preflight = httpx.options(
-            _action(plain, new_key()),
-            headers={"origin": "http://page.test", "access-control-request-method": "POST"},
-            timeout=WAIT,
-        )
-    assert response.status_code == 200
-    assert not any(name.startswith("access-control-") for name in response.headers)
-    assert preflight.status_code == 405
-    assert not any(name.startswith("access-control-") for name in preflight.headers)
+        protocols = [Subprotocol("rivet"), Subprotocol("rivet_encoding.json")]
+        page = Origin("http://page.test")
+        with connect(socket_url, origin=page, subprotocols=protocols, open_timeout=WAIT) as ws:
+            frame = json.loads(ws.recv(timeout=WAIT))["body"]
+            assert frame["tag"] == "Error"
+            assert (frame["val"]["group"], frame["val"]["code"]) == ("cors", "origin_not_allowed")
+            with pytest.raises(ConnectionClosed):
+                ws.recv(timeout=WAIT)
+        assert ws.close_code == 1008
+        assert _actors(plain, key) == 0
+        with connect(socket_url, subprotocols=protocols, open_timeout=WAIT) as ws:
+            assert json.loads(ws.recv(timeout=WAIT))["body"]["tag"] == "Init"
 
 
 # ------------------------------------------------------------------- in a browser
@@ -207,3 +252,41 @@ def test_the_browser_refuses_a_page_of_another_origin(
     assert not result["ok"], result
     assert "Failed to fetch" in result["error"]
     assert _actors(server, key) == 0
+
+
+_FORGE = """
+const [url, socketUrl, done] = arguments;
+// What any page can send without asking: a no-cors text/plain POST, then a socket.
+fetch(url, {method: "POST", mode: "no-cors", headers: {"content-type": "text/plain"},
+            body: JSON.stringify({args: []})}).then(
+  () => {
+    const got = [];
+    const ws = new WebSocket(socketUrl, ["rivet", "rivet_encoding.json"]);
+    ws.onopen = () => ws.send(JSON.stringify(
+      {body: {tag: "ActionRequest", val: {id: 0, name: "whoami", args: []}}}));
+    ws.onmessage = (event) => got.push(String(event.data));
+    ws.onclose = (event) => done({code: event.code, got});
+  },
+  (error) => done({error: String(error)}),
+);
+"""
+
+
+def test_a_page_of_another_site_cannot_drive_a_default_server(
+    tmp_path: Path, pages: tuple[_Pages, _Pages], browser: Any
+) -> None:
+    """In a real browser, against a server with no CORS policy: a page of another origin
+    sends what browsers send without a preflight (a no-cors POST, a WebSocket); neither
+    reaches the actor (issue 29)."""
+    with access_server(tmp_path / "data", token=None) as plain:
+        key = new_key()
+        query = f"rvt-method=getOrCreate&rvt-key={key}"
+        url = f"{plain.url}/gateway/guarded/action/whoami?{query}"
+        socket_url = plain.url.replace("http", "ws", 1) + f"/gateway/guarded/connect?{query}"
+        browser.get(f"{pages[1].origin}/index.html")
+        result = browser.execute_async_script(_FORGE, url, socket_url)
+        assert "error" not in result, result
+        assert result["code"] == 1008, result
+        (frame,) = [json.loads(text)["body"] for text in result["got"]]
+        assert (frame["tag"], frame["val"]["code"]) == ("Error", "origin_not_allowed")
+        assert _actors(plain, key) == 0  # neither the POST nor the socket created it

@@ -20,7 +20,10 @@ WAIT = 10.0
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    with access_server(tmp_path_factory.mktemp("request"), token=None) as process:
+    # The page's origin the tests send is allowed: a default server refuses other sites'
+    # pages (docs/edge.md, CORS).
+    data = tmp_path_factory.mktemp("request")
+    with access_server(data, "--cors-origin", "http://page.test", token=None) as process:
         yield process
 
 

@@ -1,9 +1,15 @@
 """Cross-origin requests from browser pages (CORS) to the client surface.
 
-Default: no policy — no CORS headers, so a browser lets only pages of the server's own
-origin read its answers (as before). With origins (``perdure serve --cors-origin
-https://app.example`` repeated, or ``create_app(cors_origins=[...])``; ``*`` allows
-every origin):
+Default: no policy — only pages of the server's own origin may call it. A request that
+a browser marks as another site's (an ``Origin`` that is not the server's own, ``Origin:
+null`` from a sandboxed frame or a ``data:``/``file:`` page, or ``Sec-Fetch-Site:
+cross-site``) is refused with 403 ``cors.origin_not_allowed`` before anything runs, and
+a WebSocket's upgrade likewise: a page a user visits cannot drive the server through the
+user's browser, even with requests a browser sends without asking (a ``text/plain``
+POST, a socket). Clients that send no ``Origin`` (the official Node client, the Python
+clients, curl) are not browsers' pages and pass. With origins (``perdure serve
+--cors-origin https://app.example`` repeated, or ``create_app(cors_origins=[...])``;
+``*`` allows every origin but ``null``):
 
 - a preflight (``OPTIONS`` with ``Origin`` and ``Access-Control-Request-Method``) from an
   allowed origin answers 204 with the allowed methods and headers (those the official
@@ -71,12 +77,20 @@ class CorsPolicy:
         return "*" in self.origins or origin in self.origins
 
     def check(self, scope: Scope) -> str | None:
-        """The request's allowed cross origin (``None``: no ``Origin``, or the server's
-        own); ``cors.origin_not_allowed`` for any other origin."""
+        """The request's allowed cross origin (``None``: not a cross-site page's, or the
+        server's own); ``cors.origin_not_allowed`` for a page of any other origin."""
         origin = header_value(scope, b"origin")
-        if origin is None or not self.enabled or _same_origin(scope, origin):
+        if origin is None:
+            # A browser marks another site's request even where it sends no Origin.
+            if header_value(scope, b"sec-fetch-site") == "cross-site":
+                raise OriginNotAllowed(
+                    "Pages of other sites may not call this server (its CORS policy: "
+                    "perdure serve --cors-origin)."
+                )
             return None
-        if not self.allows(origin):
+        if origin != "null" and _same_origin(scope, origin):
+            return None
+        if origin == "null" or not self.allows(origin):
             raise OriginNotAllowed(
                 f"Pages of `{origin[:200]}` may not call this server (its CORS policy: "
                 "perdure serve --cors-origin)."

@@ -27,7 +27,7 @@ class EdgeGuard:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope["type"]
-        if kind not in ("http", "websocket") or not (self.access.enabled or self.cors.enabled):
+        if kind not in ("http", "websocket"):
             await self.app(scope, receive, send)
             return
         path: str = scope["path"]
