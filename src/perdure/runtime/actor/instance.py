@@ -541,10 +541,6 @@ class ActorInstance:
         and send it once that commit is durable (docs/events.md)."""
         self.events.emit(name, payload)
 
-    def set_alarm(self, source: str, at: int | None) -> None:
-        """Set or clear one source's alarm (see :meth:`ActorCore.set_alarm`)."""
-        self.core.set_alarm(source, at)
-
     # ------------------------------------------------------------------ commits
 
     def request_flush(self) -> asyncio.Future[None]:

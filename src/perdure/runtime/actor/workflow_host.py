@@ -90,7 +90,7 @@ class ActorWorkflowHost:
 
     def set_alarm(self, at: int | None) -> None:
         """Set or clear the workflow's alarm."""
-        self._instance.set_alarm(ALARM_SOURCE, at)
+        self._instance.core.set_alarm(ALARM_SOURCE, at)
 
     def set_waiting(self, waiting: bool) -> None:
         """A waiting workflow lets its actor sleep."""

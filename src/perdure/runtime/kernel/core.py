@@ -128,7 +128,6 @@ class ActorCore:
         "commits",
         "definition",
         "generation",
-        "identity",
         "key",
         "name",
         "observer",
@@ -159,7 +158,6 @@ class ActorCore:
     ) -> None:
         self.definition = definition
         self.options = definition.options
-        self.identity = identity
         self.actor_id = identity.actor_id
         self.key = identity.key
         self.generation = identity.generation
