@@ -33,14 +33,10 @@ import dataclasses
 import datetime as _dt
 import json
 import logging
-import os
-import signal
-import socket
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from decimal import Decimal
 from typing import Any
-from urllib.parse import urlsplit
 
 from perdure._version import __version__
 from perdure.cli.admin import ADMIN_COMMANDS, add_admin_commands, run_admin_command
@@ -50,19 +46,13 @@ from perdure.cli.loading import (
     add_store_options,
     load_registry,
     open_store_at,
-    positive_seconds,
     store_url,
 )
+from perdure.cli.serve import serve
+from perdure.cli.serve_options import add_serve_command
 from perdure.keys import serialize_key
-from perdure.observe.serving import add_serve_options, configure_logging, enable_otel
-from perdure.registry import Registry
-from perdure.runtime import NodeConfig
-from perdure.server.edge.admin_access import admin_token
-from perdure.server.edge.client_access import server_token
-from perdure.store import SQLiteStore, StoreLocked
 from perdure.store.base import ActorRecord
 from perdure.store.encoding import decode_value
-from perdure.tuning import tune_garbage_collector
 
 __all__ = ["load_registry", "main"]
 
@@ -75,7 +65,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         if args.command == "serve":
-            return _serve(args)
+            return serve(args)
         if args.command == "actors":
             return asyncio.run(_actors(args))
         if args.command == "nodes":
@@ -95,27 +85,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="perdure", description="Durable actors and workflows.")
     parser.add_argument("--version", action="version", version=f"perdure {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    serve = commands.add_parser("serve", help="serve a registry over HTTP and WebSocket")
-    serve.add_argument("registry", help="module:attribute or path/to/file.py:attribute")
-    serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    serve.add_argument("--port", type=int, default=6420, help="port (default 6420)")
-    add_store_options(serve)
-    _add_cluster_options(serve)
-    _add_admin_options(serve)
-    _add_client_access_options(serve)
-    serve.add_argument(
-        "--log-level",
-        default="info",
-        choices=["critical", "error", "warning", "info", "debug"],
-        help="log level (default info; debug adds an access log and actor wake/sleep)",
-    )
-    add_serve_options(serve)  # --otel, --log-format
-    serve.add_argument(
-        "--no-gc-tuning",
-        dest="gc_tuning",
-        action="store_false",
-        help="keep Python's default garbage-collector settings (see perdure.tuning)",
-    )
+    add_serve_command(commands)
     actors = commands.add_parser("actors", help="list the actors in a store and their state")
     add_store_options(actors)
     actors.add_argument("--name", help="only actors of this name")
@@ -127,299 +97,6 @@ def _parser() -> argparse.ArgumentParser:
     add_admin_commands(commands)
     add_check_command(commands)
     return parser
-
-
-def _add_cluster_options(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group(
-        "cluster (PostgreSQL stores: every server is a node of the cluster on its database)"
-    )
-    group.add_argument(
-        "--node-id",
-        help="this node's id, unique in the cluster ($PERDURE_NODE_ID; default HOSTNAME-PORT)",
-    )
-    group.add_argument(
-        "--advertise",
-        help="the URL other nodes reach this one at ($PERDURE_ADVERTISE_URL; default "
-        "http://HOST:PORT, with 127.0.0.1 for a wildcard host)",
-    )
-    group.add_argument(
-        "--lease-ttl",
-        type=float,
-        help="seconds a node's leases outlive its last heartbeat: how long a dead node's actors "
-        "wait before another node takes them ($PERDURE_LEASE_TTL; default 5)",
-    )
-    group.add_argument(
-        "--store-timeout",
-        type=positive_seconds,
-        default=None,
-        help="seconds a call waits for an unreachable PostgreSQL before it fails with 503 "
-        "store.unavailable ($PERDURE_STORE_TIMEOUT; default 5)",
-    )
-    group.add_argument(
-        "--cluster-secret",
-        help="a secret nodes present to each other on forwarded requests "
-        "($PERDURE_CLUSTER_SECRET; default none: keep node ports private)",
-    )
-
-
-def _add_admin_options(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group(
-        "admin", "the admin API, inspector UI and /metrics (docs/inspector.md)"
-    )
-    group.add_argument(
-        "--admin-token",
-        type=_admin_token,
-        default=os.environ.get("PERDURE_ADMIN_TOKEN") or None,
-        help="require this token for the admin surface from every address (env "
-        "PERDURE_ADMIN_TOKEN); without it, only loopback clients may use it",
-    )
-    group.add_argument(
-        "--no-admin",
-        dest="admin",
-        action="store_false",
-        help="turn the admin API, inspector UI and /metrics off",
-    )
-    group.add_argument(
-        "--no-metrics",
-        dest="metrics",
-        action="store_false",
-        default=os.environ.get("PERDURE_METRICS", "1").lower() not in ("0", "false", "no", "off"),
-        help="serve no /metrics and keep no Prometheus metrics (env PERDURE_METRICS=0; "
-        "docs/metrics.md)",
-    )
-
-
-def _add_client_access_options(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group(
-        "client access", "the gateway, /actors and /metadata (docs/edge.md)"
-    )
-    group.add_argument(
-        "--token",
-        type=_server_token,
-        default=os.environ.get("PERDURE_TOKEN") or None,
-        help="require this token on every client request (env PERDURE_TOKEN; clients: "
-        "createClient({ token }), Client(url, token=...)); default: open",
-    )
-    group.add_argument(
-        "--cors-origin",
-        action="append",
-        default=[],
-        metavar="ORIGIN",
-        help="let browser pages of ORIGIN (https://app.example, or *) call the server; "
-        "repeat for more; default: no CORS headers (same origin only)",
-    )
-
-
-def _admin_token(text: str) -> str:
-    return _argument(admin_token, text)
-
-
-def _server_token(text: str) -> str:
-    return _argument(server_token, text)
-
-
-def _argument(check: Callable[[str], str], text: str) -> str:
-    """``check(text)``, its ``ValueError`` as argparse's usage error."""
-    try:
-        return check(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def _store_timeout_of(args: argparse.Namespace) -> float | None:
-    if args.store_timeout is not None:
-        return float(args.store_timeout)
-    text = os.environ.get("PERDURE_STORE_TIMEOUT")
-    if not text:
-        return None
-    try:
-        return positive_seconds(text)
-    except argparse.ArgumentTypeError as exc:
-        raise CliError(f"PERDURE_STORE_TIMEOUT {exc}") from None
-
-
-def _lease_ttl(args: argparse.Namespace) -> float:
-    if args.lease_ttl is not None:
-        return float(args.lease_ttl)
-    text = os.environ.get("PERDURE_LEASE_TTL", "5")
-    try:
-        return float(text)
-    except ValueError:
-        raise CliError(f"PERDURE_LEASE_TTL must be a number of seconds, got {text!r}") from None
-
-
-def _node_config(args: argparse.Namespace, url: str) -> NodeConfig | None:
-    """The node's identity when the store is shared (PostgreSQL), else ``None``."""
-    if not url.startswith(("postgresql://", "postgres://")):
-        if args.node_id or args.advertise:
-            raise CliError("--node-id and --advertise need a PostgreSQL store (--store)")
-        return None
-    env = os.environ.get
-    host = args.host if args.host not in ("0.0.0.0", "::", "") else "127.0.0.1"
-    if ":" in host and not host.startswith("["):
-        host = f"[{host}]"
-    address = args.advertise or env("PERDURE_ADVERTISE_URL") or f"http://{host}:{args.port}"
-    if not address.startswith(("http://", "https://")):
-        raise CliError(f"--advertise must be an http:// or https:// URL, got {address!r}")
-    try:
-        return NodeConfig(
-            node_id=args.node_id or env("PERDURE_NODE_ID") or f"{socket.gethostname()}-{args.port}",
-            address=address.rstrip("/"),
-            lease_ttl_ms=int(_lease_ttl(args) * 1000),
-            # With a client token and no cluster secret, the token (the same on every
-            # node) guards the nodes' forward route: it must not stay open.
-            secret=args.cluster_secret or env("PERDURE_CLUSTER_SECRET") or args.token or None,
-        )
-    except ValueError as exc:
-        raise CliError(str(exc)) from None
-
-
-# --------------------------------------------------------------------------- serve
-
-
-def _serve(args: argparse.Namespace) -> int:
-    from perdure.server.edge.listening import ListenError, bind_listener
-
-    level = getattr(logging, args.log_level.upper())
-    configure_logging(level, args.log_format)
-    # httpx logs every request at INFO: between the nodes of a cluster, that is every
-    # forwarded request (debug adds them back).
-    logging.getLogger("httpx").setLevel(max(level, logging.WARNING))
-    logging.getLogger("uvicorn.error").addFilter(_UvicornLog(quiet=level > logging.DEBUG))
-    registry = load_registry(args.registry)
-    # Before the store is opened or anything logged: a port in use is the first thing
-    # a user hears about, not an error line after "serving".
-    try:
-        listener = bind_listener(args.host, args.port)
-    except ListenError as exc:
-        print(f"perdure: error: {exc}", file=sys.stderr)
-        return 1
-    with listener:
-        return _serve_on(args, registry, listener, level)
-
-
-def _serve_on(
-    args: argparse.Namespace, registry: Registry, listener: socket.socket, level: int
-) -> int:
-    import uvicorn
-
-    from perdure.runtime import ActorRuntime
-    from perdure.server import create_app
-    from perdure.server.edge.admin_access import AdminAccess
-    from perdure.server.edge.draining import DrainingServer
-    from perdure.server.edge.http_limits import EdgeHttpProtocol
-
-    port = listener.getsockname()[1]
-    url = store_url(args, create=True)
-    node = _node_config(args, url)
-    store = open_store_at(url, store_timeout=_store_timeout_of(args))
-    try:
-        # Before the server starts, so that a second server on the same data directory
-        # exits at once with the reason; the store shares this lock when it opens.
-        data_lock = store.lock() if isinstance(store, SQLiteStore) else None
-    except StoreLocked as exc:
-        print(f"perdure: error: {exc}", file=sys.stderr)
-        return 1
-    _log.info("store: %s", _describe_store(url))
-    runtime = ActorRuntime(registry, store, node=node)
-    if args.otel:
-        enable_otel(runtime)
-    if node is not None:
-        _log.info("cluster node %s, reachable by its peers at %s", node.node_id, node.address)
-        if "//127.0.0.1:" in node.address and args.host not in ("127.0.0.1", "localhost"):
-            _log.warning(
-                "peers are told to reach this node at %s, which only works on this host: "
-                "set --advertise (or PERDURE_ADVERTISE_URL) to an address other hosts reach",
-                node.address,
-            )
-    options = registry.options
-    config = uvicorn.Config(
-        create_app(
-            runtime,
-            admin=AdminAccess(enabled=args.admin, token=args.admin_token),
-            metrics=args.metrics,
-            token=args.token,
-            cors_origins=args.cors_origin,
-        ),
-        host=args.host,
-        port=args.port,
-        loop="uvloop",
-        # httptools with bounded request lines and headers, refused in perdure's shape.
-        http=EdgeHttpProtocol,
-        ws="websockets-sansio",
-        # Frames between the protocol limit and this one get a clear close reason from
-        # the server (message.incoming_too_long); this bounds what is buffered at all.
-        ws_max_size=options.max_incoming_message_size * 4 + 65536,
-        lifespan="on",
-        log_config=None,
-        log_level=level,
-        access_log=level <= logging.DEBUG,
-        timeout_graceful_shutdown=30,
-        server_header=False,
-        # No proxy in front by default; trusting X-Forwarded-* is an explicit choice.
-        proxy_headers=False,
-    )
-    if args.gc_tuning:
-        tune_garbage_collector()  # everything long-lived is loaded by now
-    _log.info("perdure %s serving %s on http://%s:%d", __version__, args.registry, args.host, port)
-    # uvicorn shuts down gracefully on SIGTERM/SIGINT, then re-raises the signal with the
-    # handlers it found installed. Installing ours turns that into a clean exit status 0.
-    previous = {sig: signal.signal(sig, _stop_requested) for sig in _STOP_SIGNALS}
-    try:
-        DrainingServer(config, runtime).run(sockets=[listener])
-    except _StopRequested:
-        pass
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-        if data_lock is not None:
-            data_lock.release()
-    _log.info("perdure stopped")
-    return 0
-
-
-class _StopRequested(Exception):
-    """Raised by the signal handler uvicorn restores and re-triggers after shutdown."""
-
-
-_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
-
-
-def _stop_requested(signum: int, frame: Any) -> None:
-    raise _StopRequested()
-
-
-class _UvicornLog(logging.Filter):
-    """Names uvicorn's server log ``uvicorn`` (not ``uvicorn.error``, which reads like a
-    failure) and, unless debugging, drops its per-WebSocket lines: it logs every
-    handshake, opening and closing at INFO, URL included (which may carry a token). Like
-    the HTTP access log, those are for debug only."""
-
-    def __init__(self, *, quiet: bool) -> None:
-        super().__init__()
-        self.quiet = quiet
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        """Rename the record; ``False`` drops a per-connection line."""
-        record.name = "uvicorn"
-        message = record.msg
-        if not self.quiet or not isinstance(message, str):
-            return True
-        return message not in _CONNECTION_LINES and not message.startswith(_HANDSHAKE_LINE)
-
-
-_CONNECTION_LINES = frozenset({"connection open", "connection closed"})
-_HANDSHAKE_LINE = '%s - "WebSocket %s"'
-
-
-def _describe_store(url: str) -> str:
-    if url == "memory://":
-        return "in memory (nothing survives a restart)"
-    if url.startswith(("postgresql://", "postgres://")):
-        # Host and database only: the URL may carry a password, which must not be logged.
-        parts = urlsplit(url)
-        return f"PostgreSQL {parts.netloc.rpartition('@')[2]}{parts.path}"
-    return f"SQLite {url}"
 
 
 # -------------------------------------------------------------------------- actors

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from perdure.cli.app import CliError, _node_config, _parser, main
+from perdure.cli.app import CliError, _parser, main
+from perdure.cli.serve_options import node_config
 
 pytestmark = pytest.mark.postgres
 
@@ -20,7 +21,7 @@ def serve_args(*argv: str) -> argparse.Namespace:
 
 def test_node_defaults_suit_one_host() -> None:
     args = serve_args("--host", "0.0.0.0", "--port", "7001")
-    node = _node_config(args, "postgresql://db/x")
+    node = node_config(args, "postgresql://db/x")
     assert node is not None
     assert node.address == "http://127.0.0.1:7001"
     assert node.node_id.endswith("-7001")
@@ -30,20 +31,20 @@ def test_node_defaults_suit_one_host() -> None:
 def test_node_flags_are_checked(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PERDURE_NODE_ID", "from-env")
     args = serve_args("--advertise", "http://10.0.0.5:6420/", "--lease-ttl", "2.5")
-    node = _node_config(args, "postgresql://db/x")
+    node = node_config(args, "postgresql://db/x")
     assert node is not None
     assert (node.node_id, node.address, node.lease_ttl_ms) == (
         "from-env",
         "http://10.0.0.5:6420",
         2500,
     )
-    assert _node_config(serve_args(), "/data/perdure.db") is None  # SQLite: no cluster
+    assert node_config(serve_args(), "/data/perdure.db") is None  # SQLite: no cluster
     with pytest.raises(CliError, match="need a PostgreSQL store"):
-        _node_config(serve_args("--node-id", "a"), "/data/perdure.db")
+        node_config(serve_args("--node-id", "a"), "/data/perdure.db")
     with pytest.raises(CliError, match="http:// or https://"):
-        _node_config(serve_args("--advertise", "10.0.0.5:6420"), "postgresql://db/x")
+        node_config(serve_args("--advertise", "10.0.0.5:6420"), "postgresql://db/x")
     with pytest.raises(CliError, match="at least 300 ms"):
-        _node_config(serve_args("--lease-ttl", "0.1"), "postgresql://db/x")
+        node_config(serve_args("--lease-ttl", "0.1"), "postgresql://db/x")
 
 
 def test_sqlite_refuses_node_flags(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

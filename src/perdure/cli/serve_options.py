@@ -1,0 +1,191 @@
+"""The options of ``perdure serve``: where it listens, its store, its cluster identity, who
+may use its admin and client surfaces (docs/cli.md, docs/edge.md)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+from collections.abc import Callable
+from typing import Any
+
+from perdure.cli.loading import CliError, add_store_options, positive_seconds
+from perdure.observe.serving import add_serve_options
+from perdure.runtime import NodeConfig
+from perdure.server.edge.admin_access import admin_token
+from perdure.server.edge.client_access import server_token
+
+__all__ = ["add_serve_command", "lease_ttl", "node_config", "store_timeout_of"]
+
+
+def add_serve_command(commands: Any) -> argparse.ArgumentParser:
+    """Add ``serve`` to ``commands`` (the subparsers of ``perdure``)."""
+    serve: argparse.ArgumentParser = commands.add_parser(
+        "serve", help="serve a registry over HTTP and WebSocket"
+    )
+    serve.add_argument("registry", help="module:attribute or path/to/file.py:attribute")
+    serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=6420, help="port (default 6420)")
+    add_store_options(serve)
+    _add_cluster_options(serve)
+    _add_admin_options(serve)
+    _add_client_access_options(serve)
+    serve.add_argument(
+        "--log-level",
+        default="info",
+        choices=["critical", "error", "warning", "info", "debug"],
+        help="log level (default info; debug adds an access log and actor wake/sleep)",
+    )
+    add_serve_options(serve)  # --otel, --log-format
+    serve.add_argument(
+        "--no-gc-tuning",
+        dest="gc_tuning",
+        action="store_false",
+        help="keep Python's default garbage-collector settings (see perdure.tuning)",
+    )
+    return serve
+
+
+def _add_cluster_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group(
+        "cluster (PostgreSQL stores: every server is a node of the cluster on its database)"
+    )
+    group.add_argument(
+        "--node-id",
+        help="this node's id, unique in the cluster ($PERDURE_NODE_ID; default HOSTNAME-PORT)",
+    )
+    group.add_argument(
+        "--advertise",
+        help="the URL other nodes reach this one at ($PERDURE_ADVERTISE_URL; default "
+        "http://HOST:PORT, with 127.0.0.1 for a wildcard host)",
+    )
+    group.add_argument(
+        "--lease-ttl",
+        type=float,
+        help="seconds a node's leases outlive its last heartbeat: how long a dead node's actors "
+        "wait before another node takes them ($PERDURE_LEASE_TTL; default 5)",
+    )
+    group.add_argument(
+        "--store-timeout",
+        type=positive_seconds,
+        default=None,
+        help="seconds a call waits for an unreachable PostgreSQL before it fails with 503 "
+        "store.unavailable ($PERDURE_STORE_TIMEOUT; default 5)",
+    )
+    group.add_argument(
+        "--cluster-secret",
+        help="a secret nodes present to each other on forwarded requests "
+        "($PERDURE_CLUSTER_SECRET; default none: keep node ports private)",
+    )
+
+
+def _add_admin_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group(
+        "admin", "the admin API, inspector UI and /metrics (docs/inspector.md)"
+    )
+    group.add_argument(
+        "--admin-token",
+        type=_admin_token,
+        default=os.environ.get("PERDURE_ADMIN_TOKEN") or None,
+        help="require this token for the admin surface from every address (env "
+        "PERDURE_ADMIN_TOKEN); without it, only loopback clients may use it",
+    )
+    group.add_argument(
+        "--no-admin",
+        dest="admin",
+        action="store_false",
+        help="turn the admin API, inspector UI and /metrics off",
+    )
+    group.add_argument(
+        "--no-metrics",
+        dest="metrics",
+        action="store_false",
+        default=os.environ.get("PERDURE_METRICS", "1").lower() not in ("0", "false", "no", "off"),
+        help="serve no /metrics and keep no Prometheus metrics (env PERDURE_METRICS=0; "
+        "docs/metrics.md)",
+    )
+
+
+def _add_client_access_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group(
+        "client access", "the gateway, /actors and /metadata (docs/edge.md)"
+    )
+    group.add_argument(
+        "--token",
+        type=_server_token,
+        default=os.environ.get("PERDURE_TOKEN") or None,
+        help="require this token on every client request (env PERDURE_TOKEN; clients: "
+        "createClient({ token }), Client(url, token=...)); default: open",
+    )
+    group.add_argument(
+        "--cors-origin",
+        action="append",
+        default=[],
+        metavar="ORIGIN",
+        help="let browser pages of ORIGIN (https://app.example, or *) call the server; "
+        "repeat for more; default: no CORS headers (same origin only)",
+    )
+
+
+def _admin_token(text: str) -> str:
+    return _argument(admin_token, text)
+
+
+def _server_token(text: str) -> str:
+    return _argument(server_token, text)
+
+
+def _argument(check: Callable[[str], str], text: str) -> str:
+    """``check(text)``, its ``ValueError`` as argparse's usage error."""
+    try:
+        return check(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def store_timeout_of(args: argparse.Namespace) -> float | None:
+    if args.store_timeout is not None:
+        return float(args.store_timeout)
+    text = os.environ.get("PERDURE_STORE_TIMEOUT")
+    if not text:
+        return None
+    try:
+        return positive_seconds(text)
+    except argparse.ArgumentTypeError as exc:
+        raise CliError(f"PERDURE_STORE_TIMEOUT {exc}") from None
+
+
+def lease_ttl(args: argparse.Namespace) -> float:
+    if args.lease_ttl is not None:
+        return float(args.lease_ttl)
+    text = os.environ.get("PERDURE_LEASE_TTL", "5")
+    try:
+        return float(text)
+    except ValueError:
+        raise CliError(f"PERDURE_LEASE_TTL must be a number of seconds, got {text!r}") from None
+
+
+def node_config(args: argparse.Namespace, url: str) -> NodeConfig | None:
+    """The node's identity when the store is shared (PostgreSQL), else ``None``."""
+    if not url.startswith(("postgresql://", "postgres://")):
+        if args.node_id or args.advertise:
+            raise CliError("--node-id and --advertise need a PostgreSQL store (--store)")
+        return None
+    env = os.environ.get
+    host = args.host if args.host not in ("0.0.0.0", "::", "") else "127.0.0.1"
+    if ":" in host and not host.startswith("["):
+        host = f"[{host}]"
+    address = args.advertise or env("PERDURE_ADVERTISE_URL") or f"http://{host}:{args.port}"
+    if not address.startswith(("http://", "https://")):
+        raise CliError(f"--advertise must be an http:// or https:// URL, got {address!r}")
+    try:
+        return NodeConfig(
+            node_id=args.node_id or env("PERDURE_NODE_ID") or f"{socket.gethostname()}-{args.port}",
+            address=address.rstrip("/"),
+            lease_ttl_ms=int(lease_ttl(args) * 1000),
+            # With a client token and no cluster secret, the token (the same on every
+            # node) guards the nodes' forward route: it must not stay open.
+            secret=args.cluster_secret or env("PERDURE_CLUSTER_SECRET") or args.token or None,
+        )
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
