@@ -53,6 +53,7 @@ from perdure.server.edge.admin_access import AdminAccess
 from perdure.server.edge.client_access import ClientAccess
 from perdure.server.edge.cors import CorsPolicy
 from perdure.server.edge.door import EdgeGuard
+from perdure.server.edge.refusals import EdgeRefusals
 from perdure.server.edge.wire_errors import error_body, header_text
 from perdure.server.gateway.management import json_response, management_routes
 from perdure.server.gateway.routes import Gateway
@@ -70,6 +71,7 @@ def create_app(
     metrics: bool = True,
     token: str | None = None,
     cors_origins: Iterable[str] = (),
+    refusals: EdgeRefusals | None = None,
 ) -> Starlette:
     """A Starlette app serving ``runtime``'s actors; its lifespan starts and stops it.
 
@@ -81,7 +83,10 @@ def create_app(
     ``token``: the server token every client request must carry
     (:mod:`perdure.server.edge.client_access`); ``cors_origins``: the origins whose browser
     pages may call the server (:mod:`perdure.server.edge.cors`; ``*`` for any).
+    ``refusals``: where the edge counts what it refuses (``/metrics`` shows it); the
+    server's HTTP protocol shares it (``perdure serve`` passes one to both).
     """
+    refusals = refusals if refusals is not None else EdgeRefusals()
     admin = admin or AdminAccess()
     if admin.token is None and token is not None:
         # A server that wants a token from its clients is not to be opened from loopback
@@ -141,11 +146,13 @@ def create_app(
         *ui_routes(runtime, admin),
     ]
     if metrics:
-        routes.append(metrics_route(runtime, admin))
+        routes.append(metrics_route(runtime, admin, refusals))
     if cluster is not None:
         routes.append(Route(FORWARD_PATH, ForwardEndpoint(runtime, cluster.config.secret)))
     access = ClientAccess(token, admin.token, None if cluster is None else cluster.config.secret)
-    guard = Middleware(EdgeGuard, access=access, cors=CorsPolicy.of(cors_origins))
+    guard = Middleware(
+        EdgeGuard, access=access, cors=CorsPolicy.of(cors_origins), refusals=refusals
+    )
     return Starlette(
         routes=routes,
         middleware=[guard],

@@ -112,9 +112,21 @@ def test_preflight_of_an_allowed_origin(
     assert "POST" in response.headers["access-control-allow-methods"]
 
 
+def _refusals(server: ServerProcess, reason: str) -> int:
+    """``perdure_edge_refusals_total`` for ``reason``, scraped from ``/metrics``."""
+    scrape = httpx.get(
+        f"{server.url}/metrics", headers={"authorization": f"Bearer {TOKEN}"}, timeout=WAIT
+    )
+    assert scrape.status_code == 200, scrape.text
+    line = f'perdure_edge_refusals_total{{reason="{reason}"}} '
+    found = [row for row in scrape.text.splitlines() if row.startswith(line)]
+    return int(float(found[0][len(line) :])) if found else 0
+
+
 def test_another_origin_is_refused(server: ServerProcess, pages: tuple[_Pages, _Pages]) -> None:
     key = new_key()
     other = pages[1].origin
+    refused_before = _refusals(server, "cors.origin_not_allowed")
     preflight = httpx.options(
         _action(server, key),
         headers={"origin": other, "access-control-request-method": "POST"},
@@ -132,6 +144,8 @@ def test_another_origin_is_refused(server: ServerProcess, pages: tuple[_Pages, _
     assert direct.status_code == 403
     assert (direct.json()["group"], direct.json()["code"]) == ("cors", "origin_not_allowed")
     assert _actors(server, key) == 0
+    # Both refusals are counted for the operator.
+    assert _refusals(server, "cors.origin_not_allowed") == refused_before + 2
 
 
 def test_without_a_policy_only_the_servers_own_pages_and_non_browsers_pass(

@@ -17,6 +17,7 @@ from starlette.routing import Route
 from perdure.observe.metrics import MetricsObserver
 from perdure.runtime import ActorRuntime
 from perdure.server.edge.admin_access import AdminAccess
+from perdure.server.edge.refusals import EdgeRefusals
 from perdure.server.gateway.management import json_errors
 
 __all__ = ["METRICS_PATH", "metrics_route"]
@@ -24,9 +25,11 @@ __all__ = ["METRICS_PATH", "metrics_route"]
 METRICS_PATH = "/metrics"
 
 
-def metrics_route(runtime: ActorRuntime, admin: AdminAccess) -> Route:
-    """Watch ``runtime`` with a new :class:`MetricsObserver` and serve it at ``/metrics``."""
+def metrics_route(runtime: ActorRuntime, admin: AdminAccess, refusals: EdgeRefusals) -> Route:
+    """Watch ``runtime`` with a new :class:`MetricsObserver` and serve it at ``/metrics``,
+    with what the edge refused (``refusals``)."""
     observer = MetricsObserver(runtime.registry.actors)
+    observer.registry.register(refusals)
     runtime.observers.add(observer)
 
     async def metrics(request: Request) -> Response:

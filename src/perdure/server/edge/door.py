@@ -8,6 +8,7 @@ from perdure.protocol.codec import Encoding, parse_encoding
 from perdure.server.edge.asgi import ASGIApp, Message, Receive, Scope, Send, header_value
 from perdure.server.edge.client_access import ClientAccess
 from perdure.server.edge.cors import CorsPolicy
+from perdure.server.edge.refusals import EdgeRefusals
 from perdure.server.edge.wire_errors import send_error
 from perdure.server.gateway.websocket import refuse_socket
 
@@ -20,10 +21,13 @@ class EdgeGuard:
     (in perdure's error shape), and adds the CORS headers to allowed cross-origin
     answers. Does nothing on the admin surface and the probes (:data:`OPEN_PATHS`)."""
 
-    def __init__(self, app: ASGIApp, access: ClientAccess, cors: CorsPolicy) -> None:
+    def __init__(
+        self, app: ASGIApp, access: ClientAccess, cors: CorsPolicy, refusals: EdgeRefusals
+    ) -> None:
         self.app = app
         self.access = access
         self.cors = cors
+        self.refusals = refusals
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope["type"]
@@ -49,6 +53,7 @@ class EdgeGuard:
     async def _refuse(
         self, scope: Scope, receive: Receive, send: Send, error: PerdureError
     ) -> None:
+        self.refusals.count(error.identifier)
         if scope["type"] == "websocket":
             await refuse_socket(receive, send, scope, error)
         else:
