@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 
 from perdure._version import __version__
 from perdure.cli.loading import load_registry, open_store_at, store_url
-from perdure.cli.serve_options import node_config, store_timeout_of
+from perdure.cli.serve_options import node_config, slow_client_limits, store_timeout_of
 from perdure.observe.serving import configure_logging, enable_otel
 from perdure.registry import Registry
 from perdure.store import SQLiteStore, StoreLocked
@@ -55,10 +55,12 @@ def _serve_on(
     from perdure.server.edge.admin_access import AdminAccess
     from perdure.server.edge.draining import DrainingServer
     from perdure.server.edge.http_limits import EdgeHttpProtocol
+    from perdure.server.edge.refusals import EdgeRefusals
 
     port = listener.getsockname()[1]
     url = store_url(args, create=True)
     node = node_config(args, url)
+    limits = slow_client_limits(args)
     store = open_store_at(url, store_timeout=store_timeout_of(args))
     try:
         # Before the server starts, so that a second server on the same data directory
@@ -80,6 +82,9 @@ def _serve_on(
                 node.address,
             )
     options = registry.options
+    # One count of what the edge refuses, shared by the app (/metrics, the door) and the
+    # HTTP protocol (oversized and slow requests).
+    refusals = EdgeRefusals()
     config = uvicorn.Config(
         create_app(
             runtime,
@@ -87,12 +92,15 @@ def _serve_on(
             metrics=args.metrics,
             token=args.token,
             cors_origins=args.cors_origin,
+            refusals=refusals,
         ),
         host=args.host,
         port=args.port,
         loop="uvloop",
-        # httptools with bounded request lines and headers, refused in perdure's shape.
-        http=EdgeHttpProtocol,
+        # httptools with bounded request lines and headers and time limits on slow
+        # clients (the keep-alive timeout among them), refused in perdure's shape and
+        # counted.
+        http=EdgeHttpProtocol.bound(limits, refusals),
         ws="websockets-sansio",
         # Frames between the protocol limit and this one get a clear close reason from
         # the server (message.incoming_too_long); this bounds what is buffered at all.

@@ -14,8 +14,20 @@ from perdure.observe.serving import add_serve_options
 from perdure.runtime import NodeConfig
 from perdure.server.edge.admin_access import admin_token
 from perdure.server.edge.client_access import server_token
+from perdure.server.edge.slow_clients import (
+    BODY_TIMEOUT,
+    HEADER_TIMEOUT,
+    KEEP_ALIVE_TIMEOUT,
+    SlowClientLimits,
+)
 
-__all__ = ["add_serve_command", "lease_ttl", "node_config", "store_timeout_of"]
+__all__ = [
+    "add_serve_command",
+    "lease_ttl",
+    "node_config",
+    "slow_client_limits",
+    "store_timeout_of",
+]
 
 
 def add_serve_command(commands: Any) -> argparse.ArgumentParser:
@@ -30,6 +42,7 @@ def add_serve_command(commands: Any) -> argparse.ArgumentParser:
     _add_cluster_options(serve)
     _add_admin_options(serve)
     _add_client_access_options(serve)
+    _add_slow_client_options(serve)
     serve.add_argument(
         "--log-level",
         default="info",
@@ -127,6 +140,61 @@ def _add_client_access_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+_SLOW_CLIENT_FLAGS = {
+    "header_timeout": ("PERDURE_HEADER_TIMEOUT", HEADER_TIMEOUT),
+    "body_timeout": ("PERDURE_BODY_TIMEOUT", BODY_TIMEOUT),
+    "keep_alive_timeout": ("PERDURE_KEEP_ALIVE_TIMEOUT", KEEP_ALIVE_TIMEOUT),
+}
+
+
+def _add_slow_client_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group(
+        "slow clients", "how long a connection may take to send a request (docs/edge.md)"
+    )
+    group.add_argument(
+        "--header-timeout",
+        type=positive_seconds,
+        metavar="SECONDS",
+        help="seconds from a connection's opening (or the next request's first byte) to the "
+        "end of the request's headers; later: 408 request.header_timeout "
+        f"($PERDURE_HEADER_TIMEOUT; default {HEADER_TIMEOUT:g})",
+    )
+    group.add_argument(
+        "--body-timeout",
+        type=positive_seconds,
+        metavar="SECONDS",
+        help="seconds from the end of the headers to the end of the body; later: 408 "
+        f"request.body_timeout ($PERDURE_BODY_TIMEOUT; default {BODY_TIMEOUT:g})",
+    )
+    group.add_argument(
+        "--keep-alive-timeout",
+        type=positive_seconds,
+        metavar="SECONDS",
+        help="seconds an idle kept-alive connection stays open "
+        f"($PERDURE_KEEP_ALIVE_TIMEOUT; default {KEEP_ALIVE_TIMEOUT:g})",
+    )
+
+
+def slow_client_limits(args: argparse.Namespace) -> SlowClientLimits:
+    """The slow-client limits: each flag, else its environment variable, else its default."""
+    seconds = {}
+    for name, (variable, default) in _SLOW_CLIENT_FLAGS.items():
+        flag: float | None = getattr(args, name)
+        seconds[name] = flag or _seconds_from_env(variable) or default
+    return SlowClientLimits(**seconds)
+
+
+def _seconds_from_env(variable: str) -> float | None:
+    """The positive seconds in ``$variable``, ``None`` when it is unset or empty."""
+    text = os.environ.get(variable)
+    if not text:
+        return None
+    try:
+        return positive_seconds(text)
+    except argparse.ArgumentTypeError as exc:
+        raise CliError(f"{variable} {exc}") from None
+
+
 def _admin_token(text: str) -> str:
     return _argument(admin_token, text)
 
@@ -146,13 +214,7 @@ def _argument(check: Callable[[str], str], text: str) -> str:
 def store_timeout_of(args: argparse.Namespace) -> float | None:
     if args.store_timeout is not None:
         return float(args.store_timeout)
-    text = os.environ.get("PERDURE_STORE_TIMEOUT")
-    if not text:
-        return None
-    try:
-        return positive_seconds(text)
-    except argparse.ArgumentTypeError as exc:
-        raise CliError(f"PERDURE_STORE_TIMEOUT {exc}") from None
+    return _seconds_from_env("PERDURE_STORE_TIMEOUT")
 
 
 def lease_ttl(args: argparse.Namespace) -> float:
