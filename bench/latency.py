@@ -29,7 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -50,13 +50,14 @@ def _free_port() -> int:
 
 
 @contextmanager
-def server(store: str | None) -> Iterator[str]:
-    """A ``perdure serve`` subprocess; yields its base URL and always stops it."""
+def server(store: str | None, extra: Sequence[str] = ()) -> Iterator[str]:
+    """A ``perdure serve`` subprocess (``extra``: more arguments); yields its base URL and
+    always stops it."""
     port = _free_port()
     with tempfile.TemporaryDirectory() as data:
         command = [sys.executable, "-m", "perdure", "serve", APP, "--port", str(port)]
         command += ["--store", store] if store else ["--data", data]
-        command += ["--log-level", "warning"]
+        command += ["--log-level", "warning", *extra]
         process = subprocess.Popen(command, cwd=ROOT)
         url = f"http://127.0.0.1:{port}"
         try:
