@@ -14,6 +14,7 @@ from perdure.errors import ActorOwnedElsewhere, StoreClosed, StoreLocked
 from perdure.store.base import (
     ActorCommit,
     ActorRecord,
+    ClusterSecret,
     Durability,
     EventRecord,
     Lease,
@@ -34,6 +35,7 @@ __all__ = [
     "ActorCommit",
     "ActorOwnedElsewhere",
     "ActorRecord",
+    "ClusterSecret",
     "Durability",
     "EventRecord",
     "Lease",

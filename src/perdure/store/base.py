@@ -48,6 +48,11 @@ Membership. The server processes of a cluster register themselves as nodes
 (:class:`NodeRecord`: id, address, expiry) and heartbeat to stay alive; a node whose
 ``expires_at`` has passed (on the same store clock) is dead to the others. Membership
 does not fence anything: only leases and generations do.
+
+The cluster's secret. The nodes authenticate each other with one secret; the store keeps
+it (:class:`ClusterSecret`: the secret itself when the nodes agreed on one, only a digest
+when it was configured) so that every node that starts on it is held to the same one
+(:meth:`Store.keep_cluster_secret`; :mod:`perdure.runtime.cluster.secret` decides).
 """
 
 from __future__ import annotations
@@ -64,6 +69,7 @@ from perdure.telemetry import NO_OBSERVER, Observer
 __all__ = [
     "ActorCommit",
     "ActorRecord",
+    "ClusterSecret",
     "Durability",
     "EventRecord",
     "Lease",
@@ -146,6 +152,22 @@ class NodeRecord:
     expires_at: int
     draining: bool = False
     actors: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterSecret:
+    """The secret the nodes of a cluster authenticate each other with, as the store keeps
+    it: exactly one of ``secret`` (the secret itself, which the nodes agreed on because
+    none was configured: a node that starts later reads it) and ``digest`` (a salted
+    digest of a configured secret, which never sits in the store itself).
+    """
+
+    secret: str | None = None
+    digest: str | None = None
+
+    def __post_init__(self) -> None:
+        if (self.secret is None) == (self.digest is None):
+            raise ValueError("a cluster secret is kept as the secret or as a digest (one of them)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -438,6 +460,21 @@ class Store(ABC):
         ``count_actors`` it is 0 and nothing is counted (a node's directory read, every
         heartbeat, needs no counts).
         """
+
+    @abstractmethod
+    async def keep_cluster_secret(self, proposed: ClusterSecret) -> ClusterSecret:
+        """Keep ``proposed`` as the cluster's secret unless the store holds one already;
+        return the one it holds (``proposed`` if it was the first).
+
+        Race-free: of several calls at once, from any number of processes, one is kept
+        and every call returns that one. A kept secret stays until
+        :meth:`forget_cluster_secret`.
+        """
+
+    @abstractmethod
+    async def forget_cluster_secret(self) -> bool:
+        """Remove the cluster's secret, so that the next :meth:`keep_cluster_secret` keeps
+        what it proposes; ``True`` if there was one."""
 
     @abstractmethod
     async def watch_wakeups(self, callback: WakeupCallback) -> Callable[[], None]:

@@ -31,6 +31,7 @@ from perdure.store._shared import (
 from perdure.store.base import (
     ActorCommit,
     ActorRecord,
+    ClusterSecret,
     EventRecord,
     Lease,
     NodeRecord,
@@ -66,6 +67,7 @@ class MemoryStore(Store):
         self._leases: dict[str, tuple[str, int]] = {}
         # node id -> its registration (``actors`` is counted when listed)
         self._nodes: dict[str, NodeRecord] = {}
+        self._cluster_secret: ClusterSecret | None = None
         # actor id -> seq -> event (inserted in seq order, so iteration is ordered)
         self._events: dict[str, dict[int, EventRecord]] = {}
 
@@ -221,6 +223,20 @@ class MemoryStore(Store):
             for node_id, node in sorted(self._nodes.items())
             if include_dead or node.expires_at > now
         ]
+
+    async def keep_cluster_secret(self, proposed: ClusterSecret) -> ClusterSecret:
+        """Keep ``proposed`` unless a secret is kept already; the one kept (runtimes that
+        share this store in one process, as nodes of one cluster, agree on it)."""
+        self._check_open()
+        if self._cluster_secret is None:
+            self._cluster_secret = proposed
+        return self._cluster_secret
+
+    async def forget_cluster_secret(self) -> bool:
+        """Forget the kept secret; ``True`` if there was one."""
+        self._check_open()
+        kept, self._cluster_secret = self._cluster_secret, None
+        return kept is not None
 
     async def watch_wakeups(self, callback: WakeupCallback) -> Callable[[], None]:
         """Report nothing (see :meth:`Store.watch_wakeups`): only this process writes

@@ -324,6 +324,36 @@ ALTER TABLE queue_messages
     ADD COLUMN error      TEXT;
 """
 
+# Design notes for migration 8 (the cluster's secret, issue 29):
+# - The nodes of a cluster authenticate each other with one secret (the forward route, a
+#   piped socket, a relayed raw request). The store keeps it so that nodes agree on one
+#   with no configuration, and so that a node given another one refuses to join. One row
+#   (`id` = 1): the first node to start inserts it (`ON CONFLICT DO NOTHING`), every
+#   node then reads it. `secret` is the secret the nodes agreed on (none was configured);
+#   `digest` a salted digest of a configured one (`--cluster-secret`), which never sits in
+#   the database itself. Exactly one of them is set.
+# - Readable only by the role that owns the tables (the nodes'): PUBLIC is refused.
+#   SQLite has no roles; its file is the server's own.
+_V8_SQLITE = """
+CREATE TABLE cluster_secret (
+    id         INTEGER PRIMARY KEY CHECK (id = 1),
+    secret     TEXT,
+    digest     TEXT,
+    created_at INTEGER NOT NULL,
+    CHECK ((secret IS NULL) <> (digest IS NULL))
+);
+"""
+_V8_POSTGRES = """
+CREATE TABLE cluster_secret (
+    id         INTEGER PRIMARY KEY CHECK (id = 1),
+    secret     TEXT,
+    digest     TEXT,
+    created_at BIGINT  NOT NULL,
+    CHECK ((secret IS NULL) <> (digest IS NULL))
+);
+REVOKE ALL ON cluster_secret FROM PUBLIC;
+"""
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "actors_queue_history", sqlite=_V1_SQLITE, postgres=_V1_POSTGRES),
     Migration(2, "schedules", sqlite=_V2_SQLITE, postgres=_V2_POSTGRES),
@@ -332,6 +362,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(5, "queue_message_trace", sqlite=_V5_SQLITE, postgres=_V5_POSTGRES),
     Migration(6, "actor_events", sqlite=_V6_SQLITE, postgres=_V6_POSTGRES),
     Migration(7, "queue_message_leases", sqlite=_V7_SQLITE, postgres=_V7_POSTGRES),
+    Migration(8, "cluster_secret", sqlite=_V8_SQLITE, postgres=_V8_POSTGRES),
 )
 
 

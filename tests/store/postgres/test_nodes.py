@@ -71,3 +71,14 @@ async def test_counting_a_nodes_actors_can_use_the_owner_index(
         cursor = await conn.execute(f"EXPLAIN {LIST_NODES}", params)
         plan = " ".join(row[0] for row in await cursor.fetchall())
     assert "actors_owner_node" in plan, plan
+
+
+async def test_the_cluster_secret_is_kept_from_other_roles(opened_store: PostgresStore) -> None:
+    """Only the role that owns the tables (the nodes') may read the cluster's secret: the
+    migration grants PUBLIC nothing on its table."""
+    schema = opened_store.schema
+    assert schema is not None
+    [(readable,)] = await rows(
+        schema, "SELECT has_table_privilege('public', 'cluster_secret', 'SELECT')"
+    )
+    assert readable is False

@@ -12,7 +12,15 @@ from typing import LiteralString
 
 from perdure.store.postgres.lease import CLOCK
 
-__all__ = ["DEREGISTER_NODE", "HEARTBEAT_NODE", "LIST_NODES", "REGISTER_NODE"]
+__all__ = [
+    "DEREGISTER_NODE",
+    "FORGET_CLUSTER_SECRET",
+    "HEARTBEAT_NODE",
+    "KEEP_CLUSTER_SECRET",
+    "LIST_NODES",
+    "READ_CLUSTER_SECRET",
+    "REGISTER_NODE",
+]
 
 _NODE_COLUMNS: LiteralString = (
     "n.node_id, n.address, n.started_at, n.heartbeat_at, n.expires_at, n.draining"
@@ -43,3 +51,15 @@ LIST_NODES: LiteralString = (
     " FROM nodes AS n, c WHERE %(include_dead)s OR n.expires_at > c.ms"
     ' ORDER BY n.node_id COLLATE "C"'
 )
+
+# The cluster's secret (migration 8): one row, kept by the first node to start. Two
+# statements, not one: a single statement's read would not see a row another session
+# inserted after it began (and on which the insert waited), so the read runs after the
+# insert, in a snapshot of its own. Parameters: secret, digest.
+KEEP_CLUSTER_SECRET: LiteralString = (
+    "INSERT INTO cluster_secret (id, secret, digest, created_at)"
+    " VALUES (1, %(secret)s, %(digest)s, (extract(epoch FROM clock_timestamp()) * 1000)::bigint)"
+    " ON CONFLICT (id) DO NOTHING RETURNING id"
+)
+READ_CLUSTER_SECRET: LiteralString = "SELECT secret, digest FROM cluster_secret WHERE id = 1"
+FORGET_CLUSTER_SECRET: LiteralString = "DELETE FROM cluster_secret RETURNING id"

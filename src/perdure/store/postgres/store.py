@@ -25,12 +25,13 @@ from typing import Any, LiteralString
 import psycopg
 from psycopg_pool import AsyncConnectionPool
 
-from perdure.errors import StoreClosed
+from perdure.errors import InternalError, StoreClosed
 from perdure.keys import Key, serialize_key
 from perdure.store._shared import check_ttl, lease_from_rows, node_from_row
 from perdure.store.base import (
     ActorCommit,
     ActorRecord,
+    ClusterSecret,
     Durability,
     EventRecord,
     Lease,
@@ -43,7 +44,15 @@ from perdure.store.base import (
 )
 from perdure.store.postgres.lease import GET_LEASE, AcquireOp, ClaimOp, ReleaseOp
 from perdure.store.postgres.listen import WakeupListener
-from perdure.store.postgres.nodes import DEREGISTER_NODE, HEARTBEAT_NODE, LIST_NODES, REGISTER_NODE
+from perdure.store.postgres.nodes import (
+    DEREGISTER_NODE,
+    FORGET_CLUSTER_SECRET,
+    HEARTBEAT_NODE,
+    KEEP_CLUSTER_SECRET,
+    LIST_NODES,
+    READ_CLUSTER_SECRET,
+    REGISTER_NODE,
+)
 from perdure.store.postgres.ops import CommitOp, CreateOp, DeleteOp, WriteOp
 from perdure.store.postgres.outage import bounded
 from perdure.store.postgres.schema import (
@@ -441,6 +450,21 @@ class PostgresStore(Store):
         params = {"include_dead": include_dead, "now": now, "counts": count_actors}
         rows = await self._rows(LIST_NODES, params)
         return [node_from_row(row) for row in rows]
+
+    async def keep_cluster_secret(self, proposed: ClusterSecret) -> ClusterSecret:
+        """Insert ``proposed`` unless a secret is kept already, then read the one kept
+        (see :meth:`Store.keep_cluster_secret`)."""
+        params = {"secret": proposed.secret, "digest": proposed.digest}
+        for _ in range(3):
+            await self._rows(KEEP_CLUSTER_SECRET, params)
+            rows = await self._rows(READ_CLUSTER_SECRET, ())
+            if rows:  # else forgotten between the two statements: insert again
+                return ClusterSecret(secret=rows[0][0], digest=rows[0][1])
+        raise InternalError("The cluster's secret was removed as fast as it was kept.")
+
+    async def forget_cluster_secret(self) -> bool:
+        """Delete the kept secret; ``True`` if there was one."""
+        return bool(await self._rows(FORGET_CLUSTER_SECRET, ()))
 
     async def watch_wakeups(self, callback: WakeupCallback) -> Callable[[], None]:
         """Call ``callback(wake_at)`` whenever any node commits an earlier alarm (LISTEN).

@@ -13,7 +13,16 @@ from typing import Any
 
 from perdure.store.sqlite.ops import WriteOp
 
-__all__ = ["DEREGISTER_NODE", "HEARTBEAT_NODE", "LIST_NODES", "REGISTER_NODE", "StatementOp"]
+__all__ = [
+    "DEREGISTER_NODE",
+    "FORGET_CLUSTER_SECRET",
+    "HEARTBEAT_NODE",
+    "KEEP_CLUSTER_SECRET",
+    "LIST_NODES",
+    "READ_CLUSTER_SECRET",
+    "REGISTER_NODE",
+    "StatementOp",
+]
 
 _NODE_COLUMNS = "node_id, address, started_at, heartbeat_at, expires_at, draining"
 
@@ -35,6 +44,15 @@ LIST_NODES = (
     " WHERE a.owner_node = n.node_id) ELSE 0 END"
     " FROM nodes AS n WHERE ? OR n.expires_at > ? ORDER BY n.node_id"
 )
+
+# The cluster's secret (migration 8): one row, kept by the first to ask; the insert and
+# the read run together in the writer's transaction. Parameters: secret, digest, now.
+KEEP_CLUSTER_SECRET = (
+    "INSERT INTO cluster_secret (id, secret, digest, created_at) VALUES (1, ?, ?, ?)"
+    " ON CONFLICT (id) DO NOTHING"
+)
+READ_CLUSTER_SECRET = "SELECT secret, digest FROM cluster_secret WHERE id = 1"
+FORGET_CLUSTER_SECRET = "DELETE FROM cluster_secret RETURNING id"
 
 
 class StatementOp(WriteOp):

@@ -35,6 +35,7 @@ from perdure.store._shared import (
 from perdure.store.base import (
     ActorCommit,
     ActorRecord,
+    ClusterSecret,
     Durability,
     EventRecord,
     Lease,
@@ -49,8 +50,11 @@ from perdure.store.sqlite.lease import AcquireOp, ClaimOp, ReleaseOp
 from perdure.store.sqlite.lock import DataLock, acquire_data_lock, lock_file_for
 from perdure.store.sqlite.nodes import (
     DEREGISTER_NODE,
+    FORGET_CLUSTER_SECRET,
     HEARTBEAT_NODE,
+    KEEP_CLUSTER_SECRET,
     LIST_NODES,
+    READ_CLUSTER_SECRET,
     REGISTER_NODE,
     StatementOp,
 )
@@ -350,6 +354,23 @@ class SQLiteStore(Store):
         now = wall_clock_ms() if now is None else now
         rows = self._rows(LIST_NODES, (1 if count_actors else 0, 1 if include_dead else 0, now))
         return [node_from_row(row) for row in rows]
+
+    async def keep_cluster_secret(self, proposed: ClusterSecret) -> ClusterSecret:
+        """Keep ``proposed`` unless a secret is kept already; the one kept (the insert and
+        the read in one transaction of the writer)."""
+
+        def keep(db: sqlite3.Connection) -> tuple[str | None, str | None]:
+            db.execute(KEEP_CLUSTER_SECRET, (proposed.secret, proposed.digest, wall_clock_ms()))
+            row: tuple[str | None, str | None] = db.execute(READ_CLUSTER_SECRET).fetchone()
+            return row
+
+        secret, digest = await self._submit(CallOp(self._new_future(), keep))
+        return ClusterSecret(secret=secret, digest=digest)
+
+    async def forget_cluster_secret(self) -> bool:
+        """Delete the kept secret; ``True`` if there was one."""
+        rows = await self._submit(StatementOp(self._new_future(), FORGET_CLUSTER_SECRET, ()))
+        return bool(rows)
 
     async def watch_wakeups(self, callback: WakeupCallback) -> Callable[[], None]:
         """Report nothing (see :meth:`Store.watch_wakeups`): one process owns the file,
