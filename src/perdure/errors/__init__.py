@@ -47,6 +47,9 @@ HTTP status a server answers with. The tree::
     │   ├── ActorUnavailable         actor.unavailable (503)      no node can serve it yet
     │   ├── PeerForbidden            actor.forbidden (403)        claims to be a node, has
     │   │                                                         not the cluster's secret
+    │   ├── ClusterSecretMismatch    cluster.secret_mismatch      a node given another secret
+    │   │                                                         than its cluster's: it does
+    │   │                                                         not join
     │   └── RemoteError              (as answered)                another node's error, kept
     ├── (edge: the server refuses before any actor)
     │   ├── RouteNotFound            actor.route_not_found (404)  no route for this path
@@ -112,6 +115,7 @@ from perdure.errors.base import (
 )
 from perdure.errors.cluster import (
     ActorUnavailable,
+    ClusterSecretMismatch,
     NotOwner,
     PeerForbidden,
     PeerUnreachable,
@@ -159,6 +163,7 @@ __all__ = [
     "ActorUnavailable",
     "AdminDenied",
     "ArgumentError",
+    "ClusterSecretMismatch",
     "CriticalError",
     "DeadLetterNotFound",
     "DefinitionError",

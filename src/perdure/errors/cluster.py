@@ -1,5 +1,6 @@
 """Errors between the nodes of a cluster: an owner that cannot be reached, a request that
-reached a node that does not own the actor, no node able to serve it in time, and an
+reached a node that does not own the actor, no node able to serve it in time, a request
+without the cluster's secret, a node given another secret than the cluster's, and an
 error another node answered with."""
 
 from __future__ import annotations
@@ -48,6 +49,16 @@ class PeerForbidden(PerdureError):
 
     def __init__(self, message: str = "Wrong or missing cluster secret.") -> None:
         super().__init__(message)
+
+
+class ClusterSecretMismatch(PerdureError):
+    """A node was given another cluster secret than the one its cluster keeps (or none,
+    where the cluster's was configured): it refuses to join, before it registers or
+    takes any actor. The message says what to pass instead."""
+
+    default_code = "secret_mismatch"
+    group = "cluster"
+    status = 500
 
 
 class RemoteError(PerdureError):

@@ -30,6 +30,7 @@ from perdure.runtime.actor.operations import (
 )
 from perdure.runtime.admin.inspector import ActorInspector, AwakeFilter, shown
 from perdure.runtime.cluster.member import ClusterMember, NodeConfig, PeerNode, RemoteConnection
+from perdure.runtime.cluster.secret import agree_cluster_secret
 from perdure.runtime.dispatch.dispatcher import ActorDispatch, ActorSummary
 from perdure.runtime.dispatch.refs import ActorRef, ConnectionRef
 from perdure.runtime.events.log import EventSink, LoggedEvent, Since, parse_since
@@ -82,6 +83,7 @@ __all__ = [
     "Since",
     "SystemClock",
     "Transport",
+    "agree_cluster_secret",
     "bind_request",
     "inherit_request",
     "parse_since",

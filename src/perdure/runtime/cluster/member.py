@@ -20,6 +20,10 @@ database is the only source of truth; there is no consensus protocol of our own:
   them. A write already on its way when the node was paused is refused by the fence if
   another node has taken the actor since.
 
+- **Authentication.** Before it registers, a node agrees with the store on the secret
+  nodes present to each other (:mod:`perdure.runtime.cluster.secret`): the configured
+  one, or one the first node made; a node given another secret refuses to join.
+
 The transport to peers is a port (:class:`PeerLink`): the server layer implements it
 over HTTP and hands it to the runtime, which never imports a network library for it.
 """
@@ -32,6 +36,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
+
+from perdure.runtime.cluster.secret import agree_cluster_secret
 
 if TYPE_CHECKING:
     from perdure.runtime.actor.connections import Transport
@@ -57,7 +63,10 @@ class NodeConfig:
     ``address`` is the base URL peers forward requests to (``http://10.0.0.5:6420``).
     ``lease_ttl_ms``: how long a node's heartbeat (and so its leases) lasts, so how
     long a killed node's actors stay unreachable before another node takes them over.
-    ``secret``: when set, peers must present it on forwarded requests.
+    ``secret``: the cluster's secret, which nodes present to each other, when it is
+    configured: every node must be given the same one. ``None``: the nodes agree on one
+    through their store (:mod:`perdure.runtime.cluster.secret`). Either way a node's
+    peers must present it (:attr:`ClusterMember.secret`).
     """
 
     node_id: str
@@ -70,6 +79,14 @@ class NodeConfig:
             raise ValueError("a node id is 1 to 128 characters")
         if self.lease_ttl_ms < 300:
             raise ValueError("the lease TTL must be at least 300 ms")
+        secret = self.secret
+        if secret is not None and (
+            not secret or secret != secret.strip() or not all(" " <= c <= "~" for c in secret)
+        ):
+            # It travels in a header between the nodes.
+            raise ValueError(
+                "a cluster secret is printable ASCII characters (no leading or trailing space)"
+            )
 
     @property
     def heartbeat_ms(self) -> int:
@@ -180,12 +197,22 @@ class ClusterMember:
         self._refreshed = 0.0
         self._tasks: list[asyncio.Task[None]] = []
         self._ttl_s = config.lease_ttl_ms / 1000
+        self._secret: str | None = None
+
+    @property
+    def secret(self) -> str | None:
+        """The secret this node and its peers present to each other, once :meth:`start`
+        has agreed on it with the store; ``None`` before (a node trusts no peer then)."""
+        return self._secret
 
     # ------------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:
-        """Register, learn the peers, and start heartbeating."""
+        """Agree on the cluster's secret, register, learn the peers, and start
+        heartbeating. :class:`~perdure.errors.ClusterSecretMismatch` (nothing registered,
+        no actor taken) when the node was given another secret than its cluster's."""
         config = self.config
+        self._secret = await agree_cluster_secret(self.store, config.secret)
         sent = time.monotonic()
         await self.store.register_node(config.node_id, config.address, config.lease_ttl_ms)
         self._node_trusted_until = self._trust_from(sent)

@@ -107,11 +107,17 @@ class ActorRuntime:
     # ------------------------------------------------------------------ control
 
     async def start(self) -> None:
-        """Open the store. Idempotent."""
+        """Open the store and, on a cluster node, join the cluster (which a node given
+        another secret than its cluster's refuses: ``ClusterSecretMismatch``). Idempotent."""
         if not self._started:
             await self.store.open()
             if self.cluster is not None:
-                await self.cluster.start()
+                try:
+                    # The cluster's secret first: a node given another refuses to join.
+                    await self.cluster.start()
+                except BaseException:
+                    await self.store.close()
+                    raise
             self._started = True
             self.spawn(self.alarms.run(), name="alarm scheduler")
 
