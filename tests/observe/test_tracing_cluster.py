@@ -56,7 +56,8 @@ async def test_a_forwarded_action_joins_the_callers_trace() -> None:
         node_a = _Isolated(httpx.ASGITransport(app=create_app(a)))
         a.cluster.peers = a_peers
         app = create_app(b)
-        b.cluster.peers = HttpPeers("b", mounts={"http://node-a": node_a}, observer=b.observers)
+        mounts: dict[str, httpx.AsyncBaseTransport] = {"http://node-a": node_a}
+        b.cluster.peers = HttpPeers(b.cluster, mounts=mounts, observer=b.observers)
         exporter.clear()
         async with httpx.AsyncClient(
             transport=httpx.ASGITransport(app=app), base_url="http://node-b"

@@ -99,9 +99,8 @@ def create_app(
     node: dict[str, Any] = {} if cluster is None else {"node": cluster.describe()}
     if cluster is not None:
         # The runtime forwards to its peers through this (the HTTP side is the server's).
-        cluster.peers = HttpPeers(
-            cluster.node_id, cluster.config.secret, observer=runtime.observers
-        )
+        # Its requests carry the cluster's secret, which the node agrees on as it starts.
+        cluster.peers = HttpPeers(cluster, observer=runtime.observers)
 
     async def metadata(request: Request) -> Response:
         body = {"runtime": "perdure", "version": __version__, "actorNames": actor_names, **node}
@@ -148,8 +147,8 @@ def create_app(
     if metrics:
         routes.append(metrics_route(runtime, admin, refusals))
     if cluster is not None:
-        routes.append(Route(FORWARD_PATH, ForwardEndpoint(runtime, cluster.config.secret)))
-    access = ClientAccess(token, admin.token, None if cluster is None else cluster.config.secret)
+        routes.append(Route(FORWARD_PATH, ForwardEndpoint(runtime, cluster)))
+    access = ClientAccess(token, admin.token, cluster)
     guard = Middleware(
         EdgeGuard, access=access, cors=CorsPolicy.of(cors_origins), refusals=refusals
     )

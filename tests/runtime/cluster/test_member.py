@@ -96,9 +96,9 @@ class Nodes:
             runtime = ActorRuntime(registry, make_store(), node=config)
             apps[f"http://node-{name}"] = httpx.ASGITransport(app=create_app(runtime))
             self.runtimes[name] = runtime
-        for name, runtime in self.runtimes.items():
+        for runtime in self.runtimes.values():
             assert runtime.cluster is not None
-            runtime.cluster.peers = HttpPeers(name, mounts=apps)
+            runtime.cluster.peers = HttpPeers(runtime.cluster, mounts=apps)
 
     def __getitem__(self, name: str) -> ActorRuntime:
         return self.runtimes[name]
@@ -278,6 +278,71 @@ async def test_the_forward_endpoint_needs_the_cluster_secret_when_one_is_set() -
         await runtime.stop()
 
 
+async def test_without_a_configured_secret_the_forward_route_wants_the_agreed_one() -> None:
+    """An embedded node with no secret of its own (``NodeConfig.secret`` is None) agrees
+    on one with its store as it starts: its forward route refuses a request without it,
+    with another one, and every request before the node has agreed on one."""
+    import cbor2
+
+    runtime = ActorRuntime(registry, MemoryStore(), node=NodeConfig("solo", "http://solo"))
+    app = create_app(runtime)
+    transport = httpx.ASGITransport(app=app)
+    assert runtime.cluster is not None
+    async with httpx.AsyncClient(transport=transport, base_url="http://solo") as http:
+        destroy = cbor2.dumps({"actor": "x", "op": "$destroy"})
+        early = await http.post("/.perdure/forward", content=destroy)
+        assert early.status_code == 403  # not started: no secret yet, no peer trusted
+        await runtime.start()
+        try:
+            secret = runtime.cluster.secret
+            assert secret is not None
+            assert len(secret) >= 40
+            actor = await runtime.dispatch.create("counter", ["agreed"])
+            destroy = cbor2.dumps({"actor": actor.actor_id, "op": "$destroy"})
+            for headers in ({}, {"x-perdure-cluster-secret": secret[:-1]}):
+                refused = await http.post("/.perdure/forward", content=destroy, headers=headers)
+                assert refused.status_code == 403, refused.content
+                assert cbor2.loads(refused.content)["error"]["code"] == "forbidden"
+            assert await runtime.dispatch.get(actor.actor_id) is not None  # it survived
+            call = {"actor": actor.actor_id, "op": "call", "action": "add", "args": [3]}
+            served = await http.post(
+                "/.perdure/forward",
+                content=cbor2.dumps(call),
+                headers={"x-perdure-cluster-secret": secret},
+            )
+            assert served.status_code == 200
+            assert cbor2.loads(served.content)["result"] == 3
+        finally:
+            await runtime.stop()
+
+
+async def test_nodes_on_one_store_agree_on_a_secret_and_refuse_another() -> None:
+    """Two nodes without a configured secret share the one the first made; a node given
+    a secret of its own refuses to join before it registers, and so the store lists it
+    not."""
+    from perdure.errors import ClusterSecretMismatch
+
+    shared = _SharedStore()
+    first = ActorRuntime(registry, shared, node=NodeConfig("a", "http://node-a"))
+    second = ActorRuntime(registry, shared, node=NodeConfig("b", "http://node-b"))
+    stranger = ActorRuntime(
+        registry, shared, node=NodeConfig("c", "http://node-c", secret="not-the-one")
+    )
+    await first.start()
+    await second.start()
+    try:
+        assert first.cluster is not None
+        assert second.cluster is not None
+        assert first.cluster.secret is not None
+        assert first.cluster.secret == second.cluster.secret
+        with pytest.raises(ClusterSecretMismatch, match="start it without --cluster-secret"):
+            await stranger.start()
+        assert [node.node_id for node in await shared.list_nodes()] == ["a", "b"]
+    finally:
+        await second.stop()
+        await first.stop()
+
+
 async def test_management_routes_act_on_an_actor_held_by_another_node(nodes: Nodes) -> None:
     a, b = nodes["a"], nodes["b"]
     await a.client().counter.get_or_create(["managed"]).add(1)
@@ -303,9 +368,14 @@ async def test_the_forward_endpoint_refuses_bad_requests_with_a_code() -> None:
     runtime = ActorRuntime(registry, MemoryStore(), node=config)
     app = create_app(runtime)
     await runtime.start()
+    assert runtime.cluster is not None
+    assert runtime.cluster.secret is not None
+    peer = {"x-perdure-cluster-secret": runtime.cluster.secret}  # the secret agreed on
     try:
         transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://solo") as http:
+        async with httpx.AsyncClient(
+            transport=transport, base_url="http://solo", headers=peer
+        ) as http:
             answers = [
                 cbor2.loads((await http.post("/.perdure/forward", content=body)).content)
                 for body in (

@@ -67,17 +67,25 @@ class PeerHttpPool:
         self._closed = False
 
     async def post(
-        self, url: str, body: bytes, *, connect_timeout: float, timeout: float
+        self,
+        url: str,
+        body: bytes,
+        *,
+        connect_timeout: float,
+        timeout: float,
+        headers: dict[str, str] | None = None,
     ) -> tuple[int, bytes]:
-        """``(status, body)`` of ``POST url``; raises :class:`PeerConnectError` or
-        :class:`PeerHttpError` (or ``TimeoutError`` once written: outcome unknown)."""
+        """``(status, body)`` of ``POST url``, with ``headers`` besides the pool's own;
+        raises :class:`PeerConnectError` or :class:`PeerHttpError` (or ``TimeoutError``
+        once written: outcome unknown)."""
         parts = urlsplit(url)
         host = parts.hostname or "127.0.0.1"
         port = parts.port or 80
         conn = await self._connection((host, port), connect_timeout)
+        extra = "".join(f"{name}: {value}\r\n" for name, value in (headers or {}).items())
         head = (
             f"POST {parts.path or '/'} HTTP/1.1\r\nhost: {parts.netloc}\r\n{self._headers}"
-            f"content-length: {len(body)}\r\n\r\n"
+            f"{extra}content-length: {len(body)}\r\n\r\n"
         ).encode("latin-1")
         try:
             conn.writer.write(head + body)

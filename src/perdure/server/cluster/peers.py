@@ -12,13 +12,18 @@ independent of the encoding the original client used::
           or {"error": {"group", "code", "message", "metadata", "status"}}
 
 The endpoint serves the operation only if its node owns the actor (or can take it now);
-otherwise it answers ``actor.not_owner`` and the sender looks again. With a cluster
-secret configured, a request without it is refused (403) before anything is decoded.
+otherwise it answers ``actor.not_owner`` and the sender looks again. Every request must
+carry the cluster's secret (``x-perdure-cluster-secret``: the one the nodes agreed on
+with their store, :mod:`perdure.runtime.cluster.secret`); one without it, or with
+another, is refused (403 ``actor.forbidden``) before anything is decoded, and so is
+every request to a node that has not agreed on a secret yet. The route adds no access
+of its own: what a node forwards (an admin repair, ``$destroy``, a call) it has let in
+through its own route's rule (the admin surface's, the client token), so the secret is
+what keeps anyone else from calling it.
 """
 
 from __future__ import annotations
 
-import hmac
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -45,6 +50,7 @@ from perdure.runtime import (
     ActorRuntime,
     Administer,
     CallAction,
+    ClusterMember,
     Forwardable,
     PeerNode,
     QueueSendResult,
@@ -53,15 +59,14 @@ from perdure.runtime import (
     Transport,
 )
 from perdure.server.cluster.peer_http import PeerConnectError, PeerHttpError, PeerHttpPool
-from perdure.server.cluster.pipe import SECRET_HEADER
-from perdure.server.edge.asgi import Receive, Scope, Send, header_value, read_body, send_bytes
+from perdure.server.cluster.pipe import SECRET_HEADER, presents_secret
+from perdure.server.edge.asgi import Receive, Scope, Send, read_body, send_bytes
 from perdure.server.edge.wire_errors import public_error
 from perdure.telemetry import NO_OBSERVER, Observer
 
 __all__ = ["FORWARD_PATH", "ForwardEndpoint", "HttpPeers"]
 
 FORWARD_PATH = "/.perdure/forward"
-_SECRET_HEADER = SECRET_HEADER.encode()
 _CBOR = b"application/cbor"
 _log = logging.getLogger("perdure.cluster")
 # Longer than any action may run (the actor's own timeout answers first).
@@ -72,17 +77,18 @@ _OPEN_CONNECTION = 10.0  # seconds for an actor connection on a peer to open (it
 
 
 class HttpPeers:
-    """The runtime's :class:`~perdure.runtime.cluster.member.PeerLink` over HTTP.
+    """The :class:`~perdure.runtime.cluster.member.PeerLink` of a cluster node over HTTP.
 
     Plain ``http://`` peers are reached with perdure's lean keep-alive client
     (:mod:`perdure.server.cluster.peer_http`, several times cheaper per call than httpx);
-    ``https://`` peers, and the in-process transports tests mount, with httpx.
+    ``https://`` peers, and the in-process transports tests mount, with httpx. Each
+    request carries the node's cluster secret, read when it is sent (the node agrees
+    on it with its store as it starts).
     """
 
     def __init__(
         self,
-        node_id: str,
-        secret: str | None = None,
+        cluster: ClusterMember,
         *,
         mounts: dict[str, httpx.AsyncBaseTransport] | None = None,
         observer: Observer = NO_OBSERVER,
@@ -91,9 +97,8 @@ class HttpPeers:
         several nodes' apps in one process this way). ``observer``: the runtime's
         observers, asked for the trace context a forwarded request carries along."""
         self._observer = observer
-        headers = {"content-type": "application/cbor", "x-perdure-node": node_id}
-        if secret:
-            headers[_SECRET_HEADER.decode()] = secret
+        self._cluster = cluster
+        headers = {"content-type": "application/cbor", "x-perdure-node": cluster.node_id}
         self._mounted = bool(mounts)
         self._pool = PeerHttpPool(headers)
         self._client = httpx.AsyncClient(
@@ -135,11 +140,18 @@ class HttpPeers:
         return _answer(status, content, operation)
 
     async def _post(self, url: str, body: bytes, timeout: float) -> tuple[int, bytes]:
+        secret = self._cluster.secret
+        headers = {SECRET_HEADER: secret} if secret else {}
         if not self._mounted and url.startswith("http://"):
-            return await self._pool.post(url, body, connect_timeout=_CONNECT, timeout=timeout)
+            return await self._pool.post(
+                url, body, connect_timeout=_CONNECT, timeout=timeout, headers=headers
+            )
         try:
             response = await self._client.post(
-                url, content=body, timeout=httpx.Timeout(timeout, connect=_CONNECT, pool=5.0)
+                url,
+                content=body,
+                headers=headers,
+                timeout=httpx.Timeout(timeout, connect=_CONNECT, pool=5.0),
             )
         except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as exc:
             raise PeerConnectError(type(exc).__name__) from None
@@ -286,22 +298,21 @@ def _remote_error(error: dict[str, Any]) -> PerdureError:
 
 
 class ForwardEndpoint:
-    """``POST /.perdure/forward``: serve an operation another node forwarded here."""
+    """``POST /.perdure/forward``: serve an operation another node forwarded here, if it
+    carries the cluster's secret (always required: see the module docstring)."""
 
-    def __init__(self, runtime: ActorRuntime, secret: str | None) -> None:
+    def __init__(self, runtime: ActorRuntime, cluster: ClusterMember) -> None:
         self.dispatch = runtime.dispatch
         self.observer = runtime.observers
-        self.secret = secret.encode() if secret else None
+        self.cluster = cluster
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return
-        if self.secret is not None:
-            given = (header_value(scope, _SECRET_HEADER) or "").encode()
-            if not hmac.compare_digest(given, self.secret):
-                forbidden = PeerForbidden()
-                await _reply(send, 403, {"error": _error_fields(forbidden, forbidden.status)})
-                return
+        if not presents_secret(scope, self.cluster.secret):
+            forbidden = PeerForbidden()
+            await _reply(send, 403, {"error": _error_fields(forbidden, forbidden.status)})
+            return
         ref: ActorRef | None = None
         try:
             if scope["method"] != "POST":

@@ -31,6 +31,7 @@ __all__ = [
     "open_upstream",
     "peer_headers",
     "pipe_to_owner",
+    "presents_secret",
     "websocket_url",
 ]
 
@@ -67,7 +68,9 @@ def websocket_url(node: PeerNode) -> str:
 
 def peer_headers(origin_node: str, secret: str | None) -> dict[str, str]:
     """The headers that mark a request as one a peer node hands on: the owner serves it
-    itself (never hands it on again) and, with the secret, asks no client token."""
+    itself (never hands it on again) and, with the secret, asks no client token.
+    ``secret``: the cluster's (``ClusterMember.secret``; a peer refuses the request
+    without it)."""
     headers = {FORWARDED_HEADER: origin_node}
     if secret:
         headers[SECRET_HEADER] = secret
@@ -97,14 +100,23 @@ async def dial(
 
 def handed_on_by_peer(scope: Scope, secret: str | None) -> bool:
     """True for a request or socket another node handed on here (``peer_headers``);
-    ``auth.forbidden`` if it claims so without the cluster's secret."""
+    ``actor.forbidden`` if it claims so without the cluster's secret. ``secret``: the
+    cluster's (``ClusterMember.secret``); ``None`` (a node that has not agreed on one
+    with its store yet) trusts no claim."""
     if header_value(scope, FORWARDED_HEADER.encode()) is None:
         return False
-    if secret is not None:
-        given = header_value(scope, SECRET_HEADER.encode()) or ""
-        if not hmac.compare_digest(given.encode(), secret.encode()):
-            raise PeerForbidden()
+    if not presents_secret(scope, secret):
+        raise PeerForbidden()
     return True
+
+
+def presents_secret(scope: Scope, secret: str | None) -> bool:
+    """Whether the request carries the cluster's ``secret`` (compared in constant time);
+    never when ``secret`` is ``None``: a node without one trusts no peer."""
+    if not secret:
+        return False
+    given = header_value(scope, SECRET_HEADER.encode())
+    return given is not None and hmac.compare_digest(given.encode(), secret.encode())
 
 
 async def pipe_to_owner(receive: Receive, send: Send, upstream: ClientConnection) -> None:

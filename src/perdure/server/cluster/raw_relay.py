@@ -24,8 +24,15 @@ from urllib.parse import parse_qsl, quote, urlencode
 import httpx
 
 from perdure.errors import ActorUnavailable, PeerUnreachable
-from perdure.runtime import PeerNode
-from perdure.server.cluster.pipe import dial, peer_headers, pipe_to_owner, websocket_url
+from perdure.runtime import ClusterMember, PeerNode
+from perdure.server.cluster.pipe import (
+    FORWARDED_HEADER,
+    SECRET_HEADER,
+    dial,
+    peer_headers,
+    pipe_to_owner,
+    websocket_url,
+)
 from perdure.server.edge.asgi import Receive, Scope, Send, client_gone, header_value
 
 __all__ = ["RawRelay"]
@@ -44,6 +51,9 @@ _HOP_HEADERS = frozenset(
         "transfer-encoding",
         "upgrade",
         "x-forwarded-for",
+        # A peer's marks: this node sets them (a client's own never reach the owner).
+        FORWARDED_HEADER,
+        SECRET_HEADER,
     }
 )
 _CONNECT = 2.0  # seconds to open a TCP connection to the owner
@@ -51,11 +61,11 @@ _READ = 120.0  # longer than any action may run, as for forwarded operations
 
 
 class RawRelay:
-    """Relays raw requests and sockets to the node that owns their actor."""
+    """Relays raw requests and sockets to the node that owns their actor, with the
+    cluster's secret of ``cluster`` (read at each hop: the node agrees on it as it starts)."""
 
-    def __init__(self, node_id: str, secret: str | None, max_frame: int) -> None:
-        self._node_id = node_id
-        self._secret = secret
+    def __init__(self, cluster: ClusterMember, max_frame: int) -> None:
+        self._cluster = cluster
         self._max_frame = max_frame
         self._client: httpx.AsyncClient | None = None
 
@@ -162,7 +172,7 @@ class RawRelay:
         if client is not None:
             earlier = header_value(scope, b"x-forwarded-for")
             headers["x-forwarded-for"] = f"{earlier}, {client[0]}" if earlier else str(client[0])
-        headers.update(peer_headers(self._node_id, self._secret))
+        headers.update(peer_headers(self._cluster.node_id, self._cluster.secret))
         return headers
 
 

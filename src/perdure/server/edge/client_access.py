@@ -27,7 +27,8 @@ from dataclasses import dataclass
 from urllib.parse import parse_qsl
 
 from perdure.errors import AccessForbidden, AccessUnauthorized
-from perdure.server.cluster.pipe import SECRET_HEADER
+from perdure.runtime import ClusterMember
+from perdure.server.cluster.pipe import presents_secret
 from perdure.server.edge.asgi import Scope, header_value
 
 __all__ = ["OPEN_PATHS", "ClientAccess", "presented_token", "server_token"]
@@ -39,11 +40,12 @@ _TOKEN_PROTOCOL = "rivet_token."
 
 @dataclass(frozen=True, slots=True)
 class ClientAccess:
-    """The client surface's access rule (see the module docstring)."""
+    """The client surface's access rule (see the module docstring). ``cluster``: on a
+    cluster node, what another node hands on with the cluster's secret needs no token."""
 
     token: str | None = None
     admin_token: str | None = None
-    cluster_secret: str | None = None
+    cluster: ClusterMember | None = None
 
     def __post_init__(self) -> None:
         if self.token is not None:
@@ -82,10 +84,7 @@ class ClientAccess:
     def _from_peer_node(self, scope: Scope) -> bool:
         """A connection another node of the cluster pipes here, with the cluster secret
         (the client presented its token to that node)."""
-        if self.cluster_secret is None:
-            return False
-        given = header_value(scope, SECRET_HEADER.encode())
-        return given is not None and _matches(given, self.cluster_secret)
+        return self.cluster is not None and presents_secret(scope, self.cluster.secret)
 
 
 def presented_token(scope: Scope) -> str | None:

@@ -70,11 +70,11 @@ class RawHandler:
         self.dispatch = dispatch
         self.options = options
         self.names = names
-        self.secret = None if cluster is None else cluster.config.secret
+        self.cluster = cluster
         self.relay = (
             None
             if cluster is None
-            else RawRelay(cluster.node_id, self.secret, options.max_outgoing_message_size + 65536)
+            else RawRelay(cluster, options.max_outgoing_message_size + 65536)
         )
 
     async def http(
@@ -150,7 +150,10 @@ class RawHandler:
         if target.actor_id is None and self.dispatch.definition(target.name).hook(hook) is None:
             # Refused before the actor is created or woken: nothing is stored.
             raise NoRawHandler(target.name, hook)
-        forwarded = handed_on_by_peer(scope, self.secret)
+        # The mark of a peer means something on a cluster node only (its secret: read
+        # now, the node agrees on it as it starts).
+        cluster = self.cluster
+        forwarded = cluster is not None and handed_on_by_peer(scope, cluster.secret)
         actor = await resolve_target(self.dispatch, target, forwarded=forwarded)
         bind_request(scope, actor.actor_id)  # c.request, for its hooks and the handler
         return actor

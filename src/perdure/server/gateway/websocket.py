@@ -148,15 +148,15 @@ class ConnectHandler:
             list(scope.get("subprotocols") or ()),
             params_text,
             origin_node=cluster.node_id,
-            secret=cluster.config.secret,
+            secret=cluster.secret,
             max_size=self.max_frame,
         )
 
     def _forwarded(self, scope: Scope) -> bool:
-        """True for a connection another node piped here; refused without the secret."""
-        return handed_on_by_peer(
-            scope, None if self.cluster is None else self.cluster.config.secret
-        )
+        """True for a connection another node piped here; refused without the secret.
+        The mark means something on a cluster node only."""
+        cluster = self.cluster
+        return cluster is not None and handed_on_by_peer(scope, cluster.secret)
 
     async def _serve(
         self,
