@@ -58,3 +58,24 @@ def test_sqlite_refuses_node_flags(tmp_path: Path, capsys: pytest.CaptureFixture
     ]
     assert main(argv) == 2
     assert "need a PostgreSQL store" in capsys.readouterr().err
+
+
+def test_the_cluster_secret_is_the_flag_or_the_environment_never_the_token(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("PERDURE_CLUSTER_SECRET", raising=False)
+    token = "a-client-token-0123456789"
+    # Without one the nodes agree on a secret through the store (cli/cluster_secret.py):
+    # the client token, which every client has, does not stand in for it.
+    node = node_config(serve_args("--token", token), "postgresql://db/x")
+    assert node is not None
+    assert node.secret is None
+    node = node_config(serve_args("--cluster-secret", "s3cret"), "postgresql://db/x")
+    assert node is not None
+    assert node.secret == "s3cret"
+    monkeypatch.setenv("PERDURE_CLUSTER_SECRET", "from-env")
+    node = node_config(serve_args("--token", token), "postgresql://db/x")
+    assert node is not None
+    assert node.secret == "from-env"
+    with pytest.raises(CliError, match="printable ASCII"):
+        node_config(serve_args("--cluster-secret", "two\nlines"), "postgresql://db/x")

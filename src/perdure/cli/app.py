@@ -16,7 +16,9 @@ server (SQLite readers do not block a running server, and take no lock).
 On a PostgreSQL store every ``perdure serve`` is a node of one cluster (docs/deploy.md):
 ``--node-id``, ``--advertise``, ``--lease-ttl`` and ``--cluster-secret`` (or their
 ``PERDURE_*`` environment variables) say who it is to its peers. ``perdure nodes`` lists
-the live nodes with the number of actors each holds.
+the live nodes with the number of actors each holds. The nodes authenticate each other
+with a secret they agree on through the store when none is given
+(:mod:`perdure.cli.cluster_secret`); ``perdure reset-cluster-secret`` forgets it.
 
 ``perdure inspect``, ``perdure workflow status|retry|replay`` and ``perdure destroy`` work on
 a running server through its admin API (:mod:`perdure.cli.admin`, docs/cli.md).
@@ -41,6 +43,7 @@ from typing import Any
 from perdure._version import __version__
 from perdure.cli.admin import ADMIN_COMMANDS, add_admin_commands, run_admin_command
 from perdure.cli.check_command import add_check_command, run_check
+from perdure.cli.cluster_secret import RESET_COMMAND, add_reset_command, reset_cluster_secret
 from perdure.cli.loading import (
     CliError,
     add_store_options,
@@ -70,6 +73,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return asyncio.run(_actors(args))
         if args.command == "nodes":
             return asyncio.run(_nodes(args))
+        if args.command == RESET_COMMAND:
+            return reset_cluster_secret(args)
         if args.command in ADMIN_COMMANDS:
             return run_admin_command(args)
         if args.command == "check":
@@ -94,6 +99,7 @@ def _parser() -> argparse.ArgumentParser:
     add_store_options(nodes)
     nodes.add_argument("--all", action="store_true", help="also nodes whose heartbeat stopped")
     nodes.add_argument("--json", action="store_true", help="one JSON object per line")
+    add_reset_command(commands)
     add_admin_commands(commands)
     add_check_command(commands)
     return parser

@@ -12,8 +12,10 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from perdure._version import __version__
+from perdure.cli.cluster_secret import agreed_node
 from perdure.cli.loading import load_registry, open_store_at, store_url
 from perdure.cli.serve_options import node_config, slow_client_limits, store_timeout_of
+from perdure.errors import ClusterSecretMismatch
 from perdure.observe.serving import configure_logging, enable_otel
 from perdure.registry import Registry
 from perdure.store import SQLiteStore, StoreLocked
@@ -60,6 +62,14 @@ def _serve_on(
     port = listener.getsockname()[1]
     url = store_url(args, create=True)
     node = node_config(args, url)
+    if node is not None:
+        try:
+            # Before anything registers or serves: a node given another secret than its
+            # cluster's exits here, saying what to pass.
+            node = agreed_node(node, url, store_timeout_of(args))
+        except ClusterSecretMismatch as exc:
+            print(f"perdure: error: {exc.message}", file=sys.stderr)
+            return 1
     limits = slow_client_limits(args)
     store = open_store_at(url, store_timeout=store_timeout_of(args))
     try:

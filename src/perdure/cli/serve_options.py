@@ -87,8 +87,10 @@ def _add_cluster_options(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--cluster-secret",
-        help="a secret nodes present to each other on forwarded requests "
-        "($PERDURE_CLUSTER_SECRET; default none: keep node ports private)",
+        help="the secret nodes present to each other, the same on every node "
+        "($PERDURE_CLUSTER_SECRET; the database keeps only its digest); default: the nodes "
+        "agree on a random one through the database. A node given another secret than its "
+        "cluster's exits; `perdure reset-cluster-secret` changes it (docs/deploy.md)",
     )
 
 
@@ -245,9 +247,9 @@ def node_config(args: argparse.Namespace, url: str) -> NodeConfig | None:
             node_id=args.node_id or env("PERDURE_NODE_ID") or f"{socket.gethostname()}-{args.port}",
             address=address.rstrip("/"),
             lease_ttl_ms=int(lease_ttl(args) * 1000),
-            # With a client token and no cluster secret, the token (the same on every
-            # node) guards the nodes' forward route: it must not stay open.
-            secret=args.cluster_secret or env("PERDURE_CLUSTER_SECRET") or args.token or None,
+            # Without one the nodes agree on a secret through the store (cli.cluster_secret).
+            # Not the client token: whoever has it could then act as a node.
+            secret=args.cluster_secret or env("PERDURE_CLUSTER_SECRET") or None,
         )
     except ValueError as exc:
         raise CliError(str(exc)) from None

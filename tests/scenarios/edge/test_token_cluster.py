@@ -1,6 +1,7 @@
-"""A cluster whose nodes run with a server token and no cluster secret: the token guards
-the nodes' forward route too, and calls and WebSocket connections reaching an actor
-through another node (forwarded, piped) still work for a client with the token."""
+"""A cluster whose nodes run with a server token and no cluster secret: the nodes agree on
+a secret of their own through the database (the token, which every client has, does not
+stand in for it), and calls and WebSocket connections reaching an actor through another
+node (forwarded, piped) still work for a client with the token."""
 
 from __future__ import annotations
 
@@ -36,6 +37,10 @@ async def test_forwarding_with_a_token_and_no_cluster_secret(
             finally:
                 await conn.dispose()
         async with httpx.AsyncClient(timeout=WAIT) as raw:
-            # The nodes' own route is not a way around the token.
+            # The nodes' own route is not a way around the token, and the token does not
+            # open it: a client could otherwise act as a node.
             response = await raw.post(f"{second}/.perdure/forward", content=b"{}")
             assert response.status_code in (401, 403), response.text
+            as_node = {"x-perdure-cluster-secret": TOKEN, "x-rivet-token": TOKEN}
+            response = await raw.post(f"{second}/.perdure/forward", content=b"{}", headers=as_node)
+            assert response.status_code == 403, response.content
