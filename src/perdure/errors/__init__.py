@@ -55,6 +55,7 @@ HTTP status a server answers with. The tree::
     │   ├── RouteNotFound            actor.route_not_found (404)  no route for this path
     │   ├── MethodNotAllowed         actor.method_not_allowed (405)
     │   ├── RequestRefused           request.* (400, 413, 431 …)  malformed, too large, slow
+    │   │   └── ClientCapReached     request.too_many_* (429)     one address past its caps
     │   ├── OriginNotAllowed         cors.origin_not_allowed (403)
     │   ├── AdminDenied              admin.unauthorized/forbidden the admin surface refused
     │   └── NotLocal                 actor.not_local (503)        streamed by another node
@@ -123,6 +124,7 @@ from perdure.errors.cluster import (
 )
 from perdure.errors.edge import (
     AdminDenied,
+    ClientCapReached,
     MethodNotAllowed,
     NotLocal,
     OriginNotAllowed,
@@ -163,6 +165,7 @@ __all__ = [
     "ActorUnavailable",
     "AdminDenied",
     "ArgumentError",
+    "ClientCapReached",
     "ClusterSecretMismatch",
     "CriticalError",
     "DeadLetterNotFound",

@@ -11,6 +11,7 @@ from perdure.errors.base import PerdureError
 
 __all__ = [
     "AdminDenied",
+    "ClientCapReached",
     "MethodNotAllowed",
     "NotLocal",
     "OriginNotAllowed",
@@ -40,6 +41,17 @@ class RequestRefused(PerdureError):
     def __init__(self, message: str, *, code: str, status: int, metadata: Any = None) -> None:
         super().__init__(message, code=code, metadata=metadata)
         self.status = status  # type: ignore[misc]  # one class, three statuses
+
+
+class ClientCapReached(RequestRefused):
+    """One client address is past one of its caps (docs/edge.md, "Per-client caps"): 429
+    ``request.too_many_streams``, ``request.too_many_connections`` or
+    ``request.creation_rate_limited``. ``retry_after`` (seconds) is what a server sends
+    as ``Retry-After``."""
+
+    def __init__(self, message: str, *, code: str, metadata: Any, retry_after: int) -> None:
+        super().__init__(message, code=code, status=429, metadata=metadata)
+        self.retry_after = retry_after
 
 
 class RouteNotFound(PerdureError):

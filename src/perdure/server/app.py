@@ -51,6 +51,7 @@ from perdure.server.admin.ui import ui_routes
 from perdure.server.cluster.peers import FORWARD_PATH, ForwardEndpoint, HttpPeers
 from perdure.server.edge.admin_access import AdminAccess
 from perdure.server.edge.client_access import ClientAccess
+from perdure.server.edge.client_caps import ClientCaps, ClientLimits
 from perdure.server.edge.cors import CorsPolicy
 from perdure.server.edge.door import EdgeGuard
 from perdure.server.edge.refusals import EdgeRefusals
@@ -72,6 +73,7 @@ def create_app(
     token: str | None = None,
     cors_origins: Iterable[str] = (),
     refusals: EdgeRefusals | None = None,
+    caps: ClientCaps | None = None,
 ) -> Starlette:
     """A Starlette app serving ``runtime``'s actors; its lifespan starts and stops it.
 
@@ -85,6 +87,8 @@ def create_app(
     pages may call the server (:mod:`perdure.server.edge.cors`; ``*`` for any).
     ``refusals``: where the edge counts what it refuses (``/metrics`` shows it); the
     server's HTTP protocol shares it (``perdure serve`` passes one to both).
+    ``caps``: what one client address may hold open and how fast it may create actors
+    (:mod:`perdure.server.edge.client_caps`; default ``ClientCaps()``).
     """
     refusals = refusals if refusals is not None else EdgeRefusals()
     admin = admin or AdminAccess()
@@ -132,7 +136,8 @@ def create_app(
             await gateway.aclose()
             _log.info("runtime stopped; store closed")
 
-    gateway = Gateway(runtime)
+    limits = ClientLimits(caps, refusals, cluster=cluster)
+    gateway = Gateway(runtime, limits)
     routes = [
         # First: the router tries routes in order, and gateway calls are the hot path.
         Mount("/gateway", app=gateway),
@@ -140,7 +145,7 @@ def create_app(
         Route("/health", health, methods=["GET"]),
         Route("/ready", ready, methods=["GET"]),
         Route("/metadata", metadata, methods=["GET"]),
-        *management_routes(runtime),
+        *management_routes(runtime, limits),
         *admin_routes(runtime, admin),
         *ui_routes(runtime, admin),
     ]

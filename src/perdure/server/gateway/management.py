@@ -12,6 +12,9 @@
 - ``DELETE /actors/{id}`` — destroy (``on_destroy`` runs, data deleted) → ``{}``.
 - ``GET /actors/names`` — the registered actor names.
 
+A client address past its rate of creation (docs/edge.md, "Per-client caps") gets 429
+``request.creation_rate_limited`` from ``PUT`` (when the actor is new) and ``POST``.
+
 All routes accept and ignore ``?namespace=``. The ``actor`` object mirrors the engine's:
 ``actor_id``, ``name``, ``key``, ``create_ts`` and the engine's other fields (constant
 or ``null`` here: perdure has one namespace, one datacenter and no runner pools).
@@ -31,6 +34,7 @@ from perdure.errors import InvalidRequest, status_for
 from perdure.keys import Key, deserialize_key, normalize_key, serialize_key
 from perdure.runtime import ActorRuntime, ActorSummary
 from perdure.server.edge.asgi import read_body
+from perdure.server.edge.client_caps import UNLIMITED, ClientLimits
 from perdure.server.edge.wire_errors import error_body, header_text, public_error
 from perdure.server.gateway.target import check_actor_name, decode_input
 
@@ -98,7 +102,8 @@ def json_errors(endpoint: Endpoint) -> Endpoint:
 
 
 class _Management:
-    def __init__(self, runtime: ActorRuntime) -> None:
+    def __init__(self, runtime: ActorRuntime, limits: ClientLimits) -> None:
+        self.limits = limits
         self.dispatch = runtime.dispatch
         self.actor_names = list(runtime.registry.actors)
         self.options = runtime.registry.options
@@ -137,12 +142,21 @@ class _Management:
                 "/actors and address the actor by id.",
                 code="ambiguous_key",
             )
+        creation = self.limits.creation_gate(request.scope)
+        if creation is not None:  # an actor that exists is no creation
+            found = await self.dispatch.find(name, key)
+            if found is not None:
+                return json_response({"actor": actor_object(found), "created": False})
+            creation()
         record, created = await self.dispatch.get_or_create(name, key, actor_input)
         return json_response({"actor": actor_object(record), "created": created})
 
     async def create(self, request: Request) -> Response:
         """``POST /actors``: create → ``{actor}``; ``actor.duplicate_key`` if it exists."""
         name, key, actor_input = await self._creation_body(request)
+        creation = self.limits.creation_gate(request.scope)
+        if creation is not None:
+            creation()
         record = await self.dispatch.create(name, key, actor_input)
         return json_response({"actor": actor_object(record)})
 
@@ -206,9 +220,10 @@ def _limit(text: str | None) -> int:
     return max(1, min(value, _MAX_PAGE))
 
 
-def management_routes(runtime: ActorRuntime) -> list[Route]:
-    """The ``/actors`` routes for ``runtime``."""
-    api = _Management(runtime)
+def management_routes(runtime: ActorRuntime, limits: ClientLimits = UNLIMITED) -> list[Route]:
+    """The ``/actors`` routes for ``runtime``; ``limits``: the per-client caps (the rate
+    of creation, :mod:`perdure.server.edge.client_caps`)."""
+    api = _Management(runtime, limits)
     return [
         Route("/actors", json_errors(api.list_actors), methods=["GET"]),
         Route("/actors", json_errors(api.get_or_create), methods=["PUT"]),

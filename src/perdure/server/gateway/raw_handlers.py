@@ -19,7 +19,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 
-from perdure.errors import NoRawHandler, PerdureError
+from perdure.errors import ClientCapReached, NoRawHandler, PerdureError
 from perdure.protocol.codec import Encoding
 from perdure.runtime import ActorDispatch, ActorRef, ClusterMember
 from perdure.server.cluster.pipe import handed_on_by_peer
@@ -33,6 +33,7 @@ from perdure.server.edge.asgi import (
     header_value,
 )
 from perdure.server.edge.asgi import read_body as read_limited_body
+from perdure.server.edge.client_caps import UNLIMITED, ClientLimits
 from perdure.server.edge.wire_errors import actor_headers, public_error, send_error
 from perdure.server.gateway.request_info import bind as bind_request
 from perdure.server.gateway.target import (
@@ -43,7 +44,7 @@ from perdure.server.gateway.target import (
     path_segment,
     resolve_target,
 )
-from perdure.server.gateway.websocket import read_subprotocols
+from perdure.server.gateway.websocket import CAP_CLOSE_CODE, read_subprotocols, refuse_socket
 
 __all__ = ["RawHandler", "is_raw_route"]
 
@@ -66,7 +67,10 @@ class RawHandler:
         options: Any,
         names: set[str],
         cluster: ClusterMember | None = None,
+        limits: ClientLimits = UNLIMITED,
     ) -> None:
+        """``limits``: the per-client caps (open sockets, creations)."""
+        self.limits = limits
         self.dispatch = dispatch
         self.options = options
         self.names = names
@@ -107,7 +111,21 @@ class RawHandler:
     ) -> None:
         """Accept the socket, then hand it to the actor's ``on_websocket``; the socket is
         closed when the hook returns. A failure closes it with the error's
-        ``group.code`` as the reason (1008 for a refused request, 1011 otherwise)."""
+        ``group.code`` as the reason (1008 for a refused request, 1011 otherwise; past
+        the client's cap of open sockets, ``request.too_many_connections`` and 1013)."""
+        try:
+            held = self.limits.open_websocket(scope)
+        except ClientCapReached as error:
+            await refuse_socket(receive, send, scope, error, code=CAP_CLOSE_CODE)
+            return
+        try:
+            await self._websocket(scope, receive, send, parts)
+        finally:
+            self.limits.close_websocket(held)
+
+    async def _websocket(
+        self, scope: Scope, receive: Receive, send: Send, parts: list[bytes]
+    ) -> None:
         offered_rivet, _, params_text = read_subprotocols(scope.get("subprotocols") or ())
         socket = WebSocket(_hook_scope(scope, parts), receive, send)
         try:
@@ -131,6 +149,8 @@ class RawHandler:
         except Exception as exc:
             error = public_error(exc)
             code = 1008 if error.status < 500 else 1011
+            if isinstance(error, ClientCapReached):  # the creation rate: try again later
+                code = CAP_CLOSE_CODE
             await _close(socket, code, error.identifier[:120])
             return
         await _close(socket, 1000, "")
@@ -154,7 +174,8 @@ class RawHandler:
         # now, the node agrees on it as it starts).
         cluster = self.cluster
         forwarded = cluster is not None and handed_on_by_peer(scope, cluster.secret)
-        actor = await resolve_target(self.dispatch, target, forwarded=forwarded)
+        creation = self.limits.creation_gate(scope)
+        actor = await resolve_target(self.dispatch, target, forwarded=forwarded, creation=creation)
         bind_request(scope, actor.actor_id)  # c.request, for its hooks and the handler
         return actor
 

@@ -39,6 +39,7 @@ from perdure.server.edge.asgi import (
     send_bytes,
     traced,
 )
+from perdure.server.edge.client_caps import UNLIMITED, ClientLimits
 from perdure.server.edge.wire_errors import (
     actor_headers,
     send_error,
@@ -64,14 +65,16 @@ R = TypeVar("R", HttpActionRequest, HttpQueueSendRequest)
 class Gateway:
     """The raw ASGI app mounted at ``/gateway`` (HTTP and WebSocket)."""
 
-    def __init__(self, runtime: ActorRuntime) -> None:
+    def __init__(self, runtime: ActorRuntime, limits: ClientLimits = UNLIMITED) -> None:
+        """``limits``: the per-client caps (:mod:`perdure.server.edge.client_caps`)."""
         self.dispatch = runtime.dispatch
         self.observers = runtime.observers
         self.options = runtime.registry.options
         self.names = set(runtime.registry.actors)
-        self.connect_handler = ConnectHandler(runtime, self.names)
-        self.raw = RawHandler(self.dispatch, self.options, self.names, runtime.cluster)
-        self.events = EventStream(self.dispatch, self.options, self.names, self.raw.relay)
+        self.limits = limits
+        self.connect_handler = ConnectHandler(runtime, self.names, limits)
+        self.raw = RawHandler(self.dispatch, self.options, self.names, runtime.cluster, limits)
+        self.events = EventStream(self.dispatch, self.options, self.names, self.raw.relay, limits)
 
     async def aclose(self) -> None:
         """Close what the gateway keeps open to the other nodes (the raw relay's)."""
@@ -170,7 +173,8 @@ class Gateway:
             if target.actor_id is None:
                 # Refused before the actor is created or woken: a bad request stores nothing.
                 todo = self.dispatch.check(target.name, todo)
-            actor = await resolve_target(self.dispatch, target)
+            creation = self.limits.creation_gate(scope)
+            actor = await resolve_target(self.dispatch, target, creation=creation)
             bind_request(scope, actor.actor_id)  # c.request, for its hooks and the action
             output = reply(await actor.perform(todo, params=params))
             data = encode_http(output, enc, self.options.max_http_body_size)

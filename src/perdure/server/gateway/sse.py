@@ -19,9 +19,10 @@ resumes from the log, a gap announced if the log no longer holds it).
 
 Errors before the stream starts are answered like any gateway error (400
 ``events.invalid_since`` for a bad ``since``/``Last-Event-ID``, 404 ``actor.not_found``
-…). In a cluster, a stream of an actor another node owns is relayed from that node
-(:mod:`perdure.server.cluster.raw_relay`); a race with a move that the relay cannot follow is
-answered 503 ``events.not_local`` (retry).
+…; 429 ``request.too_many_streams`` with ``Retry-After`` past the client address's cap of
+open streams, docs/edge.md). In a cluster, a stream of an actor another node owns is
+relayed from that node (:mod:`perdure.server.cluster.raw_relay`); a race with a move that
+the relay cannot follow is answered 503 ``events.not_local`` (retry).
 """
 
 from __future__ import annotations
@@ -30,12 +31,13 @@ import asyncio
 import json
 from typing import Any
 
-from perdure.errors import MethodNotAllowed, NotLocal
+from perdure.errors import ClientCapReached, MethodNotAllowed, NotLocal
 from perdure.handles import CloseEvent
 from perdure.protocol.values import to_json_value
 from perdure.runtime import ActorDispatch, ConnectionRef, LoggedEvent, Since, parse_since
 from perdure.server.cluster.raw_relay import RawRelay
 from perdure.server.edge.asgi import Receive, Scope, Send, client_gone, header_value
+from perdure.server.edge.client_caps import UNLIMITED, ClientLimits
 from perdure.server.edge.wire_errors import actor_headers, send_error
 from perdure.server.gateway.target import (
     parse_conn_params,
@@ -126,15 +128,28 @@ class EventStream:
         options: Any,
         names: set[str],
         relay: RawRelay | None = None,
+        limits: ClientLimits = UNLIMITED,
     ) -> None:
         """``relay``: in a cluster, how a stream of an actor another node owns is
-        relayed to that node."""
+        relayed to that node. ``limits``: the per-client caps (open streams, creations)."""
         self.dispatch = dispatch
         self.options = options
         self.names = names
         self.relay = relay
+        self.limits = limits
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send, segment: str) -> None:
+        try:
+            held = self.limits.open_stream(scope)
+        except ClientCapReached as error:  # 429 request.too_many_streams, Retry-After
+            await send_error(send, error, "json")
+            return
+        try:
+            await self._stream(scope, receive, send, segment)
+        finally:
+            self.limits.close_stream(held)
+
+    async def _stream(self, scope: Scope, receive: Receive, send: Send, segment: str) -> None:
         sink = _StreamSink()
         conn: ConnectionRef | None = None
         try:
@@ -146,7 +161,9 @@ class EventStream:
             params = parse_conn_params(
                 header_value(scope, b"x-rivet-conn-params"), self.options.max_conn_params_size
             )
-            actor = await resolve_target(self.dispatch, target)
+            actor = await resolve_target(
+                self.dispatch, target, creation=self.limits.creation_gate(scope)
+            )
             owner = await actor.remote_owner()
             if owner is not None:
                 if self.relay is None:

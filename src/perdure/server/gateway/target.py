@@ -23,7 +23,7 @@ import base64
 import binascii
 import itertools
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import parse_qsl, unquote
 
@@ -33,6 +33,7 @@ from perdure.protocol.codec import check_value
 from perdure.protocol.values import decode_cbor_value
 from perdure.registry import MAX_ACTOR_NAME_LENGTH, RegistryOptions
 from perdure.runtime import ActorAddress, ActorDispatch, ActorRef, ResolveMethod
+from perdure.server.edge.client_caps import CreationGate
 
 __all__ = [
     "MAX_COMMAS_CHECKED",
@@ -198,10 +199,17 @@ def _input_too_long(limit: int) -> InvalidRequest:
 
 
 async def resolve_target(
-    dispatch: ActorDispatch, target: Target, *, forwarded: bool = False
+    dispatch: ActorDispatch,
+    target: Target,
+    *,
+    forwarded: bool = False,
+    creation: CreationGate | None = None,
 ) -> ActorRef:
     """The actor a target addresses (creating it for getOrCreate/create). ``forwarded``:
-    another node of the cluster sent the request here (see ``dispatch.ref``)."""
+    another node of the cluster sent the request here (see ``dispatch.ref``).
+    ``creation``: called before an actor is created (the client's creation rate,
+    :mod:`perdure.server.edge.client_caps`); a getOrCreate of an actor that exists
+    creates nothing and does not call it."""
     if target.actor_id is not None:
         return dispatch.ref(target.actor_id, forwarded=forwarded)
     if target.comma_key:
@@ -209,6 +217,13 @@ async def resolve_target(
     address = ActorAddress(
         name=target.name, key=target.key, method=target.method, input=target.input
     )
+    if creation is not None and target.method != "get":
+        if target.method == "getOrCreate":
+            try:
+                return await dispatch.resolve(replace(address, method="get"))
+            except ActorNotFound:
+                pass
+        creation()
     return await dispatch.resolve(address)
 
 

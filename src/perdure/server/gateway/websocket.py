@@ -17,7 +17,10 @@ WebSocket stacks insist on a matching protocol), ``rivet_encoding.<json|cbor|bar
 3. a connection-level failure sends ``Error`` (no ``actionId``) and closes with code 1011
    and reason ``"{group}.{code}"``: ``actor.invalid_request`` for an undecodable frame,
    ``message.incoming_too_long`` for a frame over the limit, or the error that refused the
-   connection. An unknown encoding closes with 1003 ``actor.unsupported_websocket_encoding``;
+   connection. An unknown encoding closes with 1003 ``actor.unsupported_websocket_encoding``.
+   A client address past its caps (docs/edge.md, "Per-client caps") gets ``Error``
+   ``request.too_many_connections`` or ``request.creation_rate_limited`` and close 1013
+   (try again later);
 4. when the client goes away, closing the connection runs ``on_disconnect``; when
    the actor sleeps or is destroyed, the runtime closes the socket through the transport.
 """
@@ -31,7 +34,7 @@ from urllib.parse import quote, unquote
 
 from websockets.asyncio.client import ClientConnection
 
-from perdure.errors import InvalidRequest, PerdureError
+from perdure.errors import ClientCapReached, InvalidRequest, PerdureError
 from perdure.protocol.codec import Encoding, decode_to_server, is_binary, parse_encoding
 from perdure.protocol.messages import ActionRequest, Init, SubscriptionRequest
 from perdure.registry import RegistryOptions
@@ -45,6 +48,7 @@ from perdure.runtime import (
 )
 from perdure.server.cluster.pipe import handed_on_by_peer, open_upstream, pipe_to_owner
 from perdure.server.edge.asgi import Receive, Scope, Send, body_too_long, header_value, traced
+from perdure.server.edge.client_caps import UNLIMITED, ClientLimits
 from perdure.server.edge.wire_errors import public_error
 from perdure.server.gateway.event_stream import NUMBERED, DirectMessages, SocketEvents, resume_from
 from perdure.server.gateway.outbox import EventFrameCache, SocketTransport
@@ -57,7 +61,13 @@ from perdure.server.gateway.target import (
     resolve_target,
 )
 
-__all__ = ["ConnectHandler", "DirectConnect", "read_subprotocols", "refuse_socket"]
+__all__ = [
+    "CAP_CLOSE_CODE",
+    "ConnectHandler",
+    "DirectConnect",
+    "read_subprotocols",
+    "refuse_socket",
+]
 
 # A connection served here, or opened on another node (an in-process race: see pipe).
 AnyConnection = ConnectionRef | RemoteConnection
@@ -65,13 +75,20 @@ _ENCODING_PREFIX = "rivet_encoding."
 _PARAMS_PREFIX = "rivet_conn_params."
 _ACTOR_PREFIX = "rivet_actor."
 _DEFAULT_IN_FLIGHT = RegistryOptions().max_actions_in_flight_per_connection
+CAP_CLOSE_CODE = 1013
+"""The close code of a socket refused by a per-client cap: "try again later" (the cap is
+passing, unlike a policy refusal's 1008)."""
 _log = logging.getLogger("perdure.server")
 
 
 class ConnectHandler:
     """Serves ``/connect`` sockets for one runtime."""
 
-    def __init__(self, runtime: ActorRuntime, names: set[str]) -> None:
+    def __init__(
+        self, runtime: ActorRuntime, names: set[str], limits: ClientLimits = UNLIMITED
+    ) -> None:
+        """``limits``: the per-client caps (open sockets, creations)."""
+        self.limits = limits
         self.dispatch = runtime.dispatch
         self.observers = runtime.observers
         self.cluster = runtime.cluster
@@ -82,10 +99,18 @@ class ConnectHandler:
         self.cache = EventFrameCache()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send, segment: bytes) -> None:
-        if self.observers.traces:  # the opening request's traceparent: every action's parent
-            await traced(self.observers, scope, self._connect(scope, receive, send, segment))
-        else:
-            await self._connect(scope, receive, send, segment)
+        try:
+            held = self.limits.open_websocket(scope)
+        except ClientCapReached as error:  # request.too_many_connections
+            await refuse_socket(receive, send, scope, error, code=CAP_CLOSE_CODE)
+            return
+        try:
+            if self.observers.traces:  # the opening request's traceparent: every action's parent
+                await traced(self.observers, scope, self._connect(scope, receive, send, segment))
+            else:
+                await self._connect(scope, receive, send, segment)
+        finally:
+            self.limits.close_websocket(held)
 
     async def _connect(self, scope: Scope, receive: Receive, send: Send, segment: bytes) -> None:
         accepted = await _accept(scope, receive, send)
@@ -108,7 +133,7 @@ class ConnectHandler:
             channel = transport if since is None else DirectMessages(transport)
             admitted = await self._admit(scope, segment, params_text, transport, channel)
         except Exception as exc:
-            transport.fail(public_error(exc))
+            _refuse_connection(transport, public_error(exc))
             await transport.run()
             return
         if isinstance(admitted, ClientConnection):
@@ -133,7 +158,8 @@ class ConnectHandler:
         )
         params = parse_conn_params(params_text, self.options.max_conn_params_size)
         forwarded = self._forwarded(scope)
-        actor = await resolve_target(self.dispatch, target, forwarded=forwarded)
+        creation = self.limits.creation_gate(scope)
+        actor = await resolve_target(self.dispatch, target, forwarded=forwarded, creation=creation)
         owner = await actor.remote_owner()
         if owner is None:
             # c.request for the connect hooks, every action and on_disconnect (its tasks
@@ -340,6 +366,16 @@ async def _subscribe(
     conn.subscribe(name)
 
 
+def _refuse_connection(transport: SocketTransport, error: PerdureError) -> None:
+    """Refuse the connection with ``error``: close 1011, or :data:`CAP_CLOSE_CODE` for a
+    per-client cap (the client's creation rate)."""
+    if isinstance(error, ClientCapReached):
+        transport.push_error(error, None)
+        transport.close(CAP_CLOSE_CODE, error.identifier)
+    else:
+        transport.fail(error)
+
+
 def _overloaded(capacity: int = _DEFAULT_IN_FLIGHT) -> PerdureError:
     """Too many actions in flight on one connection: rivetkit 2.3.19's ``actor.overloaded``
     (rivetkit-core's ``ActorLifecycle::Overloaded``) in its format and metadata."""
@@ -352,9 +388,12 @@ def _overloaded(capacity: int = _DEFAULT_IN_FLIGHT) -> PerdureError:
     )
 
 
-async def refuse_socket(receive: Receive, send: Send, scope: Scope, error: PerdureError) -> None:
+async def refuse_socket(
+    receive: Receive, send: Send, scope: Scope, error: PerdureError, *, code: int = 1008
+) -> None:
     """Refuse a WebSocket before any route serves it (no token, a disallowed origin):
-    accept it, send ``Error`` in the encoding it asked for, close 1008 (policy)."""
+    accept it, send ``Error`` in the encoding it asked for, close with ``code`` (1008,
+    policy; :data:`CAP_CLOSE_CODE` for a per-client cap) and the error's ``group.code``."""
     accepted = await _accept(scope, receive, send)
     if accepted is None:
         return
@@ -365,5 +404,5 @@ async def refuse_socket(receive: Receive, send: Send, scope: Scope, error: Perdu
         enc = "json"
     transport = SocketTransport(send, enc, 65536, EventFrameCache())
     transport.push_error(error, None)
-    transport.close(1008, error.identifier)
+    transport.close(code, error.identifier)
     await transport.run()
