@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 from perdure._version import __version__
 from perdure.cli.cluster_secret import agreed_node
 from perdure.cli.loading import load_registry, open_store_at, store_url
-from perdure.cli.serve_options import node_config, slow_client_limits, store_timeout_of
+from perdure.cli.serve_options import client_caps, node_config, slow_client_limits, store_timeout_of
 from perdure.errors import ClusterSecretMismatch
 from perdure.observe.serving import configure_logging, enable_otel
 from perdure.registry import Registry
@@ -70,6 +70,7 @@ def _serve_on(
         except ClusterSecretMismatch as exc:
             print(f"perdure: error: {exc.message}", file=sys.stderr)
             return 1
+    caps = client_caps(args)
     limits = slow_client_limits(args)
     store = open_store_at(url, store_timeout=store_timeout_of(args))
     try:
@@ -102,6 +103,7 @@ def _serve_on(
             metrics=args.metrics,
             token=args.token,
             cors_origins=args.cors_origin,
+            caps=caps,
             refusals=refusals,
         ),
         host=args.host,

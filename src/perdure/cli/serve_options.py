@@ -14,6 +14,11 @@ from perdure.observe.serving import add_serve_options
 from perdure.runtime import NodeConfig
 from perdure.server.edge.admin_access import admin_token
 from perdure.server.edge.client_access import server_token
+from perdure.server.edge.client_caps import (
+    DEFAULT_MAX_STREAMS,
+    DEFAULT_MAX_WEBSOCKETS,
+    ClientCaps,
+)
 from perdure.server.edge.slow_clients import (
     BODY_TIMEOUT,
     HEADER_TIMEOUT,
@@ -23,6 +28,7 @@ from perdure.server.edge.slow_clients import (
 
 __all__ = [
     "add_serve_command",
+    "client_caps",
     "lease_ttl",
     "node_config",
     "slow_client_limits",
@@ -42,6 +48,7 @@ def add_serve_command(commands: Any) -> argparse.ArgumentParser:
     _add_cluster_options(serve)
     _add_admin_options(serve)
     _add_client_access_options(serve)
+    _add_client_caps_options(serve)
     _add_slow_client_options(serve)
     serve.add_argument(
         "--log-level",
@@ -195,6 +202,87 @@ def _seconds_from_env(variable: str) -> float | None:
         return positive_seconds(text)
     except argparse.ArgumentTypeError as exc:
         raise CliError(f"{variable} {exc}") from None
+
+
+def _add_client_caps_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group(
+        "per-client caps",
+        "what one client address may hold open and how fast it may create actors; 0: no "
+        "cap (docs/edge.md)",
+    )
+    group.add_argument(
+        "--max-streams-per-client",
+        type=_count,
+        metavar="N",
+        help="open Server-Sent Events streams per client address; past it: 429 request."
+        f"too_many_streams ($PERDURE_MAX_STREAMS_PER_CLIENT; default {DEFAULT_MAX_STREAMS})",
+    )
+    group.add_argument(
+        "--max-websockets-per-client",
+        type=_count,
+        metavar="N",
+        help="open WebSockets per client address; past it: request.too_many_connections, "
+        f"close 1013 ($PERDURE_MAX_WEBSOCKETS_PER_CLIENT; default {DEFAULT_MAX_WEBSOCKETS})",
+    )
+    group.add_argument(
+        "--creation-rate-per-client",
+        type=_rate,
+        metavar="PER_SECOND",
+        help="actors one client address may create per second; past it: 429 "
+        "request.creation_rate_limited ($PERDURE_CREATION_RATE_PER_CLIENT; default 0: no limit)",
+    )
+    group.add_argument(
+        "--creation-burst-per-client",
+        type=_count,
+        metavar="N",
+        help="creations allowed at once before the rate applies "
+        "($PERDURE_CREATION_BURST_PER_CLIENT; default: the rate rounded up)",
+    )
+
+
+_CLIENT_CAP_FLAGS = {
+    "max_streams": ("max_streams_per_client", "PERDURE_MAX_STREAMS_PER_CLIENT"),
+    "max_websockets": ("max_websockets_per_client", "PERDURE_MAX_WEBSOCKETS_PER_CLIENT"),
+    "creation_rate": ("creation_rate_per_client", "PERDURE_CREATION_RATE_PER_CLIENT"),
+    "creation_burst": ("creation_burst_per_client", "PERDURE_CREATION_BURST_PER_CLIENT"),
+}
+
+
+def client_caps(args: argparse.Namespace) -> ClientCaps:
+    """The per-client caps: each flag, else its environment variable, else its default."""
+    caps: dict[str, Any] = {}
+    for field, (name, variable) in _CLIENT_CAP_FLAGS.items():
+        value = getattr(args, name)
+        text = os.environ.get(variable)
+        if value is None and text:
+            parse = _rate if field == "creation_rate" else _count
+            try:
+                value = parse(text)
+            except argparse.ArgumentTypeError as exc:
+                raise CliError(f"{variable} {exc}") from None
+        if value is not None:
+            caps[field] = value
+    return ClientCaps(**caps)
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 0 (0: no cap), not {text!r}")
+    return value
+
+
+def _rate(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a number >= 0 (0: no limit), not {text!r}")
+    return value
 
 
 def _admin_token(text: str) -> str:
