@@ -23,6 +23,9 @@ async def _create(client: httpx.AsyncClient, name: str, key: str) -> str:
     return str(answer.json()["actor"]["actor_id"])
 
 
+_JSON = {"content-type": "application/json"}
+
+
 async def _ok(response: httpx.Response) -> Any:
     assert response.status_code == 200, response.text
     return response.json()
@@ -142,9 +145,18 @@ async def test_bad_requests_get_error_bodies_and_change_nothing(
         "actor.action_not_found",
     )
     _error(
-        await client.post(f"/admin/actors/{counter}/actions/bump", content=b"{"),
+        await client.post(f"/admin/actors/{counter}/actions/bump", content=b"{", headers=_JSON),
         400,
         "actor.invalid_request",
+    )
+    _error(  # a body a form could send
+        await client.post(
+            f"/admin/actors/{counter}/actions/bump",
+            content=b'{"args": [1]}',
+            headers={"content-type": "text/plain"},
+        ),
+        415,
+        "request.unsupported_media_type",
     )
     _error(
         await client.post(f"/admin/actors/{counter}/actions/bump", json={"args": 3}),

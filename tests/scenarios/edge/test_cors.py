@@ -179,8 +179,9 @@ def test_without_a_policy_only_the_servers_own_pages_and_non_browsers_pass(
             )
             assert preflight.status_code == 403
             assert _actors(plain, key) == 0  # nothing of the refused requests ran
-            own = client.post(url, content=body, headers={"origin": f"http://{host}"})
-            plain_client = client.post(url, content=body)  # no Origin: curl, the clients
+            typed = {"content-type": "application/json"}
+            own = client.post(url, content=body, headers={"origin": f"http://{host}", **typed})
+            plain_client = client.post(url, content=body, headers=typed)  # curl, the clients
         assert own.status_code == 200, own.text
         assert plain_client.status_code == 200, plain_client.text
         assert not any(name.startswith("access-control-") for name in own.headers)

@@ -47,9 +47,17 @@ def post(
 ) -> httpx.Response:
     """POST a raw body in ``enc`` (getOrCreate ``box`` under ``key``)."""
     with httpx.Client(timeout=WAIT) as client:
-        return client.post(
-            action_url(server, action, key), content=body, headers={"x-rivet-encoding": enc}
-        )
+        return client.post(action_url(server, action, key), content=body, headers=encoded_as(enc))
+
+
+def encoded_as(enc: str) -> dict[str, str]:
+    """The headers of a body in ``enc``: the encoding and the content type the official
+    client sends with it."""
+    binary = "application/octet-stream"
+    return {
+        "x-rivet-encoding": enc,
+        "content-type": binary if enc != "json" else "application/json",
+    }
 
 
 def call(

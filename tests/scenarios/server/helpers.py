@@ -14,6 +14,9 @@ from websockets.exceptions import ConnectionClosed
 from .process import ServerProcess
 
 WAIT = 5.0
+# The headers of a CBOR or BARE body, as the official client sends them.
+CBOR_HEADERS = {"x-rivet-encoding": "cbor", "content-type": "application/octet-stream"}
+BARE_HEADERS = {"x-rivet-encoding": "bare", "content-type": "application/octet-stream"}
 
 
 def gateway(

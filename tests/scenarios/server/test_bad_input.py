@@ -105,7 +105,35 @@ HTTP_CASES: dict[str, tuple[dict[str, Any], int, str]] = {
         "actor.conn_params_too_long",
     ),
     "wrong http method": ({"verb": "GET"}, 405, "actor.method_not_allowed"),
+    # A form post or a no-cors fetch carries a simple type or none (docs/edge.md).
+    "text/plain body": (
+        {"headers": {"content-type": "text/plain;charset=UTF-8"}},
+        415,
+        "request.unsupported_media_type",
+    ),
+    "form body": (
+        {"headers": {"content-type": "application/x-www-form-urlencoded"}},
+        415,
+        "request.unsupported_media_type",
+    ),
+    "body without a type": (
+        {"headers": {"content-type": ""}},
+        415,
+        "request.unsupported_media_type",
+    ),
 }
+
+
+def _typed(overrides: dict[str, Any]) -> dict[str, str]:
+    """The case's headers, with the content type its encoding's client would send (an
+    empty one stands for none at all)."""
+    headers: dict[str, str] = overrides.get("headers", {})
+    binary = headers.get("x-rivet-encoding") in ("cbor", "bare")
+    typed = {"content-type": "application/octet-stream" if binary else "application/json"}
+    typed.update(headers)
+    if not typed["content-type"]:
+        del typed["content-type"]
+    return typed
 
 
 @pytest.mark.parametrize("case", list(HTTP_CASES))
@@ -127,7 +155,7 @@ async def test_bad_http_request(server: ServerProcess, others: Bystanders, case:
     elif content is None:
         content = json.dumps({"args": overrides.get("args", [1])}).encode()
     response = await client.request(
-        overrides.get("verb", "POST"), url, content=content, headers=overrides.get("headers")
+        overrides.get("verb", "POST"), url, content=content, headers=_typed(overrides)
     )
     assert response.status_code == status, response.text
     assert response.headers["x-rivet-error"] == identifier
@@ -142,7 +170,11 @@ async def test_bad_http_request(server: ServerProcess, others: Bystanders, case:
 
 async def test_bad_cbor_error_answers_in_cbor(server: ServerProcess, others: Bystanders) -> None:
     url = gateway(server, "counter", "action/increment", others.key)
-    response = await others.client.post(url, content=b"\xa1", headers={"x-rivet-encoding": "cbor"})
+    response = await others.client.post(
+        url,
+        content=b"\xa1",
+        headers={"x-rivet-encoding": "cbor", "content-type": "application/octet-stream"},
+    )
     assert response.status_code == 400
     assert cbor2.loads(response.content)["code"] == "invalid_request"
     await others.still_fine(server)

@@ -12,7 +12,7 @@ import pytest
 from perdure.protocol.codec import decode_http, encode_http
 from perdure.protocol.messages import HttpActionRequest, HttpActionResponse
 
-from .helpers import call, count_actors, gateway, state_of
+from .helpers import BARE_HEADERS, call, count_actors, gateway, state_of
 from .process import ServerProcess
 
 
@@ -53,7 +53,7 @@ async def test_cbor_action(server: ServerProcess, client: httpx.AsyncClient, key
 async def test_bare_action(server: ServerProcess, client: httpx.AsyncClient, key: str) -> None:
     url = gateway(server, "counter", "action/increment", key)
     body = encode_http(HttpActionRequest([3]), "bare")
-    response = await client.post(url, content=body, headers={"x-rivet-encoding": "bare"})
+    response = await client.post(url, content=body, headers=BARE_HEADERS)
     assert response.status_code == 200, response.content
     assert decode_http(response.content, "bare", HttpActionResponse).output == 3
 

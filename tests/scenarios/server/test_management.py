@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import base64
+import json
+import uuid
 from collections.abc import AsyncIterator
 
 import cbor2
@@ -116,9 +118,32 @@ async def test_management_errors_are_json(server: ServerProcess, client: httpx.A
     unknown = await client.put(f"{server.url}/actors", json={"name": "nope", "key": "a"})
     assert unknown.status_code == 400
     assert unknown.json()["code"] == "unknown_name"
-    broken = await client.put(f"{server.url}/actors", content=b"{not json")
+    broken = await client.put(
+        f"{server.url}/actors", content=b"{not json", headers={"content-type": "application/json"}
+    )
     assert broken.status_code == 400
     assert broken.json()["code"] == "invalid_request"
     route = await client.get(f"{server.url}/nowhere")
     assert route.status_code == 404
     assert route.headers["x-rivet-error"] == "actor.route_not_found"
+
+
+@pytest.mark.parametrize("content_type", ["text/plain", "multipart/form-data; boundary=x", None])
+async def test_a_creation_body_must_say_it_is_json(
+    server: ServerProcess, client: httpx.AsyncClient, content_type: str | None
+) -> None:
+    """What a form or a no-cors fetch can send is refused before anything is read."""
+    key = f"typed-{uuid.uuid4().hex[:8]}"
+    body = json.dumps({"name": "counter", "key": key}).encode()
+    headers = {} if content_type is None else {"content-type": content_type}
+    for verb in ("PUT", "POST"):
+        response = await client.request(verb, f"{server.url}/actors", content=body, headers=headers)
+        assert response.status_code == 415, response.text
+        assert response.headers["x-rivet-error"] == "request.unsupported_media_type"
+        assert response.json()["metadata"]["accepted"] == [
+            "application/cbor",
+            "application/json",
+            "application/octet-stream",
+        ]
+    listed = await client.get(f"{server.url}/actors", params={"name": "counter", "key": key})
+    assert listed.json()["actors"] == []

@@ -9,7 +9,7 @@ import cbor2
 import httpx
 import pytest
 
-from .helpers import call, count_actors, gateway
+from .helpers import CBOR_HEADERS, call, count_actors, gateway
 from .process import ServerProcess
 
 
@@ -57,7 +57,7 @@ async def test_wait_times_out_as_a_normal_answer(
 async def test_cbor_queue_send(server: ServerProcess, client: httpx.AsyncClient, key: str) -> None:
     url = gateway(server, "worker", "queue/jobs", key)
     body = cbor2.dumps({"name": "jobs", "body": 4, "wait": True, "timeout": 5000})
-    sent = await client.post(url, content=body, headers={"x-rivet-encoding": "cbor"})
+    sent = await client.post(url, content=body, headers=CBOR_HEADERS)
     assert sent.status_code == 200, sent.content
     assert cbor2.loads(sent.content)["response"] == 8
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from perdure.errors import PerdureError
 from perdure.protocol.codec import Encoding, parse_encoding
 from perdure.server.edge.asgi import ASGIApp, Message, Receive, Scope, Send, header_value
+from perdure.server.edge.body_types import check_body_type, decodes_body
 from perdure.server.edge.client_access import ClientAccess
 from perdure.server.edge.cors import CorsPolicy
 from perdure.server.edge.refusals import EdgeRefusals
@@ -17,9 +18,10 @@ __all__ = ["EdgeGuard"]
 
 class EdgeGuard:
     """ASGI middleware in front of the whole app: answers CORS preflights, refuses
-    requests without the token or from a page of an origin the policy does not allow
-    (in perdure's error shape), and adds the CORS headers to allowed cross-origin
-    answers. Does nothing on the admin surface and the probes (:data:`OPEN_PATHS`)."""
+    requests without the token or from a page of an origin the policy does not allow,
+    and bodies of a type perdure does not decode (:mod:`perdure.server.edge.body_types`),
+    in perdure's error shape, and adds the CORS headers to allowed cross-origin answers.
+    The admin surface and the probes have their own access rules (:data:`OPEN_PATHS`)."""
 
     def __init__(
         self, app: ASGIApp, access: ClientAccess, cors: CorsPolicy, refusals: EdgeRefusals
@@ -45,6 +47,8 @@ class EdgeGuard:
                 send = _with_headers(send, CorsPolicy.response_headers(origin))
             if self.access.guards(path):
                 self.access.check(scope)
+            if kind == "http" and decodes_body(path):
+                check_body_type(scope)
         except PerdureError as error:
             await self._refuse(scope, receive, send, error)
             return
