@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import socket
 import sys
@@ -30,7 +31,14 @@ def serve(args: argparse.Namespace) -> int:
     from perdure.server.edge.listening import ListenError, bind_listener
 
     level = getattr(logging, args.log_level.upper())
-    configure_logging(level, args.log_format)
+    # The configured credentials are masked in every log line, at every level.
+    secrets = (
+        args.token,
+        args.admin_token,
+        args.cluster_secret,
+        os.environ.get("PERDURE_CLUSTER_SECRET"),
+    )
+    configure_logging(level, args.log_format, [s for s in secrets if s])
     # httpx logs every request at INFO: between the nodes of a cluster, that is every
     # forwarded request (debug adds them back).
     logging.getLogger("httpx").setLevel(max(level, logging.WARNING))

@@ -13,8 +13,10 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
+
+from perdure.observe.redaction import RedactingFormatter
 
 __all__ = ["ACTOR_FIELDS", "TEXT_FORMAT", "JsonFormatter", "configure_logging"]
 
@@ -82,10 +84,15 @@ def _timestamp(created: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{millis:03d}Z"
 
 
-def configure_logging(level: int, log_format: str = "text") -> None:
-    """Log to stderr at ``level``, as plain text or (``log_format="json"``) JSON lines."""
+def configure_logging(level: int, log_format: str = "text", secrets: Iterable[str] = ()) -> None:
+    """Log to stderr at ``level``, as plain text or (``log_format="json"``) JSON lines,
+    every line with credentials and ``secrets`` masked (:mod:`perdure.observe.redaction`)."""
     logging.basicConfig(level=level, format=TEXT_FORMAT)
-    if log_format == "json":
-        formatter = JsonFormatter()
-        for handler in logging.getLogger().handlers:
-            handler.setFormatter(formatter)
+    secrets = tuple(secrets)
+    for handler in logging.getLogger().handlers:
+        inner = handler.formatter or logging.Formatter(TEXT_FORMAT)
+        if isinstance(inner, RedactingFormatter):
+            inner = inner.inner  # configured before: wrap the original, once
+        if log_format == "json":
+            inner = JsonFormatter()
+        handler.setFormatter(RedactingFormatter(inner, secrets))
