@@ -298,8 +298,11 @@ def haproxy_config(
     port: int,
     stats_port: int,
     check_interval_ms: int = CHECK_INTERVAL_MS,
+    bind: str = "127.0.0.1",
+    forward_for: bool = False,
 ) -> str:
-    """The configuration :class:`Balancer` runs: ``servers`` are ``(name, "host:port")``."""
+    """The configuration :class:`Balancer` runs: ``servers`` are ``(name, "host:port")``;
+    it listens on ``bind`` and, with ``forward_for``, adds ``X-Forwarded-For``."""
     lines = [
         "global",
         "    log stdout format raw local0 info",
@@ -326,7 +329,8 @@ def haproxy_config(
         "    retry-on conn-failure",
         "",
         "frontend perdure",
-        f"    bind 127.0.0.1:{port}",
+        f"    bind {bind}:{port}",
+        *(["    option forwardfor"] if forward_for else []),
         "    default_backend nodes",
         "",
         "backend nodes",
@@ -361,8 +365,12 @@ class Balancer(_StartStop):
         base_dir: Path,
         port: int | None = None,
         check_interval_ms: int = CHECK_INTERVAL_MS,
+        bind: str = "127.0.0.1",
+        forward_for: bool = False,
     ) -> None:
         self.executable = require_haproxy()
+        self.bind = bind
+        self.forward_for = forward_for
         self.servers = list(servers)
         self.base_dir = base_dir
         self.port = port or free_port()
@@ -408,6 +416,8 @@ class Balancer(_StartStop):
                 port=self.port,
                 stats_port=self.stats_port,
                 check_interval_ms=self.check_interval_ms,
+                bind=self.bind,
+                forward_for=self.forward_for,
             )
         )
         check = subprocess.run(

@@ -15,7 +15,13 @@ from urllib.parse import urlsplit
 from perdure._version import __version__
 from perdure.cli.cluster_secret import agreed_node
 from perdure.cli.loading import load_registry, open_store_at, store_url
-from perdure.cli.serve_options import client_caps, node_config, slow_client_limits, store_timeout_of
+from perdure.cli.serve_options import (
+    client_caps,
+    node_config,
+    slow_client_limits,
+    store_timeout_of,
+    trusted_proxies,
+)
 from perdure.errors import ClusterSecretMismatch
 from perdure.observe.serving import configure_logging, enable_otel
 from perdure.registry import Registry
@@ -107,7 +113,9 @@ def _serve_on(
     config = uvicorn.Config(
         create_app(
             runtime,
-            admin=AdminAccess(enabled=args.admin, token=args.admin_token),
+            admin=AdminAccess(
+                enabled=args.admin, token=args.admin_token, trust_forwarded=args.proxy_headers
+            ),
             metrics=args.metrics,
             token=args.token,
             cors_origins=args.cors_origin,
@@ -131,8 +139,10 @@ def _serve_on(
         access_log=level <= logging.DEBUG,
         timeout_graceful_shutdown=30,
         server_header=False,
-        # No proxy in front by default; trusting X-Forwarded-* is an explicit choice.
-        proxy_headers=False,
+        # No proxy in front by default; trusting X-Forwarded-* is an explicit choice, and
+        # only from the proxies named (docs/edge.md, "Behind a proxy").
+        proxy_headers=args.proxy_headers,
+        forwarded_allow_ips=trusted_proxies(args),
     )
     if args.gc_tuning:
         tune_garbage_collector()  # everything long-lived is loaded by now

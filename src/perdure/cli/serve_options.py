@@ -33,6 +33,7 @@ __all__ = [
     "node_config",
     "slow_client_limits",
     "store_timeout_of",
+    "trusted_proxies",
 ]
 
 
@@ -50,6 +51,7 @@ def add_serve_command(commands: Any) -> argparse.ArgumentParser:
     _add_client_access_options(serve)
     _add_client_caps_options(serve)
     _add_slow_client_options(serve)
+    _add_proxy_options(serve)
     serve.add_argument(
         "--log-level",
         default="info",
@@ -283,6 +285,40 @@ def _rate(text: str) -> float:
     if not 0 <= value < float("inf"):
         raise argparse.ArgumentTypeError(f"must be a number >= 0 (0: no limit), not {text!r}")
     return value
+
+
+def _add_proxy_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group(
+        "behind a proxy", "who the client is when a reverse proxy forwards to this server"
+    )
+    group.add_argument(
+        "--proxy-headers",
+        action="store_true",
+        default=_env_flag("PERDURE_PROXY_HEADERS"),
+        help="take the client's address (and scheme) from X-Forwarded-For (-Proto) when "
+        "the request comes from a trusted proxy (env PERDURE_PROXY_HEADERS=1); default: "
+        "off, and a forwarded request never counts as local for the admin surface",
+    )
+    group.add_argument(
+        "--trusted-proxy",
+        action="append",
+        metavar="ADDRESS",
+        help="an address or network (10.0.0.0/8) of a proxy whose X-Forwarded-* headers "
+        "to believe; repeat for more (env PERDURE_TRUSTED_PROXIES, comma-separated; "
+        "default 127.0.0.1 and ::1: a proxy on this host)",
+    )
+
+
+def trusted_proxies(args: argparse.Namespace) -> list[str]:
+    """The proxies whose forwarding headers ``perdure serve`` believes."""
+    if args.trusted_proxy:
+        return [str(address) for address in args.trusted_proxy]
+    text = os.environ.get("PERDURE_TRUSTED_PROXIES", "")
+    return [part.strip() for part in text.split(",") if part.strip()] or ["127.0.0.1", "::1"]
+
+
+def _env_flag(name: str) -> bool:
+    return os.environ.get(name, "").lower() in ("1", "true", "yes", "on")
 
 
 def _admin_token(text: str) -> str:

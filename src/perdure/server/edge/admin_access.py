@@ -10,6 +10,12 @@ loopback, so a token must not be bypassed there. The token goes in
 ``Authorization: Bearer TOKEN`` (the CLI, Prometheus' ``bearer_token``) or in the
 ``perdure_admin`` cookie that the inspector's sign-in page sets (browsers cannot put a
 header on an ``EventSource``). ``--no-admin`` turns the whole surface off.
+
+A request that came through a proxy (it carries ``X-Forwarded-For``, ``Forwarded`` or
+``X-Real-IP``) is not the operator on this machine, though its peer is loopback: a proxy
+on the same host makes every request look local. Only with ``perdure serve
+--proxy-headers`` (``trust_forwarded``) does such a request count as local, when the
+proxy's own client was loopback too (the last ``X-Forwarded-For`` hop).
 """
 
 from __future__ import annotations
@@ -55,6 +61,7 @@ class AdminAccess:
 
     enabled: bool = True
     token: str | None = None
+    trust_forwarded: bool = False
 
     def check(self, connection: HTTPConnection) -> None:
         """Raise :class:`AdminDenied` unless ``connection`` may use the admin surface."""
@@ -62,7 +69,7 @@ class AdminAccess:
             raise AdminDisabled()
         _check_same_origin(connection)
         if self.token is None:
-            if _is_loopback(connection) and _names_loopback(connection):
+            if self._is_local(connection):
                 return
             raise AdminDenied(
                 "The admin surface answers only on loopback unless the server has an admin "
@@ -76,6 +83,16 @@ class AdminAccess:
             )
         if not hmac.compare_digest(presented.encode(), self.token.encode()):
             raise AdminUnauthorized("The admin token is not valid.")
+
+    def _is_local(self, connection: HTTPConnection) -> bool:
+        """The operator on the server's own machine (see the module docstring)."""
+        if not (_is_loopback(connection) and _names_loopback(connection)):
+            return False
+        if not _came_through_a_proxy(connection):
+            return True
+        # Through a proxy: local only if the proxy's own client was (the last hop of
+        # X-Forwarded-For, which the proxy appends), and only when proxies are trusted.
+        return self.trust_forwarded and _last_hop_is_loopback(connection)
 
     def allows(self, connection: HTTPConnection) -> bool:
         """True when :meth:`check` would pass."""
@@ -144,12 +161,27 @@ def _names_loopback(connection: HTTPConnection) -> bool:
         return False
 
 
-def _is_loopback(connection: HTTPConnection) -> bool:
-    client = connection.client
-    if client is None:
-        return False  # no peer address (some test transports): not provably local
-    host = client.host
+_FORWARDING_HEADERS = ("x-forwarded-for", "forwarded", "x-real-ip")
+
+
+def _came_through_a_proxy(connection: HTTPConnection) -> bool:
+    return any(name in connection.headers for name in _FORWARDING_HEADERS)
+
+
+def _last_hop_is_loopback(connection: HTTPConnection) -> bool:
+    hops = connection.headers.get("x-forwarded-for", "").split(",")
+    return _loopback_address(hops[-1].strip())
+
+
+def _loopback_address(host: str) -> bool:
     try:
         return ipaddress.ip_address(host.split("%", 1)[0]).is_loopback
     except ValueError:
         return host == "localhost"
+
+
+def _is_loopback(connection: HTTPConnection) -> bool:
+    client = connection.client
+    if client is None:
+        return False  # no peer address (some test transports): not provably local
+    return _loopback_address(client.host)
