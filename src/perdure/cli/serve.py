@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 
 from perdure._version import __version__
 from perdure.cli.cluster_secret import agreed_node
+from perdure.cli.exposure import Exposure, open_settings
 from perdure.cli.loading import load_registry, open_store_at, store_url
 from perdure.cli.serve_options import (
     client_caps,
@@ -147,6 +148,7 @@ def _serve_on(
     if args.gc_tuning:
         tune_garbage_collector()  # everything long-lived is loaded by now
     _log.info("perdure %s serving %s on http://%s:%d", __version__, args.registry, args.host, port)
+    _warn_of_open_settings(args)
     # uvicorn shuts down gracefully on SIGTERM/SIGINT, then re-raises the signal with the
     # handlers it found installed. Installing ours turns that into a clean exit status 0.
     previous = {sig: signal.signal(sig, _stop_requested) for sig in _STOP_SIGNALS}
@@ -161,6 +163,21 @@ def _serve_on(
             data_lock.release()
     _log.info("perdure stopped")
     return 0
+
+
+def _warn_of_open_settings(args: argparse.Namespace) -> None:
+    """Name each setting that leaves a route open beyond this machine (docs/edge.md)."""
+    exposure = Exposure(
+        host=args.host,
+        token=args.token is not None,
+        admin_token=args.admin_token is not None,
+        admin=args.admin,
+        cors_origins=args.cors_origin,
+        proxy_headers=args.proxy_headers,
+        trusted_proxies=trusted_proxies(args),
+    )
+    for sentence in open_settings(exposure):
+        _log.warning("open: %s (docs/edge.md, the security model)", sentence)
 
 
 class _StopRequested(Exception):
