@@ -2,7 +2,8 @@
 
 ``guarded`` shows what ``c.request`` holds in each place it is set, and refuses what its
 ``can_subscribe``/``can_publish`` hooks refuse: events and queues whose name starts with
-``secret``, unless the connection's params say ``{"role": "admin"}``.
+``secret``, unless the connection's params say ``{"role": "admin"}``. ``board`` counts
+posts and broadcasts each, to every follower.
 """
 
 from __future__ import annotations
@@ -85,8 +86,22 @@ guarded = actor(
     },
 )
 
+
+def _post(c: Any) -> int:
+    c.state["posts"] += 1
+    c.broadcast("news", c.state["posts"])
+    return int(c.state["posts"])
+
+
+# No can_subscribe hook: a follower (an SSE stream) gets every event (docs/events.md).
+board = actor(
+    state={"posts": 0},
+    events={"news": event()},
+    actions={"post": _post, "posts": lambda c: c.state["posts"]},
+)
+
 registry = setup(
-    use={"guarded": guarded},
+    use={"guarded": guarded, "board": board},
     max_actions_in_flight_per_connection=2,
     max_subscriptions_per_connection=2,
 )

@@ -305,3 +305,75 @@ def test_a_page_of_another_site_cannot_drive_a_default_server(
         (frame,) = [json.loads(text)["body"] for text in result["got"]]
         assert (frame["tag"], frame["val"]["code"]) == ("Error", "origin_not_allowed")
         assert _actors(plain, key) == 0  # neither the POST nor the socket created it
+
+
+_EVERY_WAY = """
+const [base, query, done] = arguments;
+const out = {sse: [], sseError: false, fetch: null, ws: [], wsClose: null};
+const source = new EventSource(`${base}/gateway/board/events?${query}`);
+source.addEventListener("news", (event) => out.sse.push(JSON.parse(event.data)));
+source.onerror = () => { out.sseError = true; source.close(); };
+let started = false;
+const start = () => {
+  if (started) return;
+  started = true;
+  // A change over HTTP, with a JSON body (the stream gets its event) ...
+  fetch(`${base}/gateway/board/action/post?${query}`, {
+    method: "POST", headers: {"content-type": "application/json"},
+    body: JSON.stringify({args: []}),
+  }).then((answer) => { out.fetch = answer.status; }, (error) => { out.fetch = String(error); });
+  // ... and a read over a WebSocket.
+  const ws = new WebSocket(`${base.replace("http", "ws")}/gateway/board/connect?${query}`,
+                           ["rivet", "rivet_encoding.json"]);
+  ws.onopen = () => ws.send(JSON.stringify(
+    {body: {tag: "ActionRequest", val: {id: 0, name: "posts", args: []}}}));
+  ws.onmessage = (event) => out.ws.push(JSON.parse(String(event.data)).body);
+  ws.onclose = (event) => { out.wsClose = event.code; };
+  setTimeout(() => { ws.close(); source.close(); done(out); }, 2500);
+};
+source.onopen = start;
+setTimeout(start, 1000);  // the stream was refused: try the rest anyway
+"""
+
+
+def _posts(server: ServerProcess, key: str) -> int:
+    answer = httpx.post(
+        f"{server.url}/gateway/board/action/posts?rvt-method=getOrCreate&rvt-key={key}",
+        json={"args": []},
+        timeout=WAIT,
+    )
+    assert answer.status_code == 200, answer.text
+    return int(answer.json()["output"])
+
+
+def test_over_http_websocket_and_sse_only_the_allowed_origin_gets_through(
+    tmp_path: Path, pages: tuple[_Pages, _Pages], browser: Any
+) -> None:
+    """A server with no token and one allowed origin, in a real browser: a page of that
+    origin changes an actor over HTTP, reads it over a WebSocket and follows its events
+    over SSE; a page of another origin does none of the three (issue 29)."""
+    allowed, other = pages
+    with access_server(tmp_path / "data", "--cors-origin", allowed.origin, token=None) as plain:
+        for page, may in ((other, False), (allowed, True)):
+            key = new_key()
+            assert _posts(plain, key) == 0
+            browser.get(f"{page.origin}/index.html")
+            seen = browser.execute_async_script(
+                _EVERY_WAY, plain.url, f"rvt-method=get&rvt-key={key}"
+            )
+            tags = [frame["tag"] for frame in seen["ws"]]
+            if may:
+                assert seen["fetch"] == 200, seen
+                assert _posts(plain, key) == 1  # the change happened
+                assert tags[0] == "Init", seen
+                assert "ActionResponse" in tags, seen
+                assert seen["sse"] == [[1]], seen
+                assert not seen["sseError"], seen
+            else:
+                assert "Failed to fetch" in str(seen["fetch"]), seen
+                assert _posts(plain, key) == 0  # nothing changed
+                assert tags == ["Error"], seen
+                assert seen["ws"][0]["val"]["code"] == "origin_not_allowed", seen
+                assert seen["wsClose"] == 1008, seen
+                assert seen["sseError"], seen
+                assert seen["sse"] == [], seen
