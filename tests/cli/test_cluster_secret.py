@@ -17,6 +17,7 @@ from perdure.runtime import NodeConfig
 from perdure.store import ClusterSecret
 from tests.support.cluster import store_url
 from tests.support.postgres import drop_schema, new_schema_name, postgres_store, require_postgres
+from tests.support.server import free_port
 
 pytestmark = pytest.mark.postgres
 
@@ -80,3 +81,24 @@ def test_a_reset_lets_the_next_node_set_the_secret(
     assert main(["reset-cluster-secret", "--store", url]) == 0
     assert main(["reset-cluster-secret", "--store", url]) == 0
     assert "keeps no cluster secret" in capsys.readouterr().out
+
+
+def test_a_store_that_does_not_answer_is_one_line_not_a_traceback(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    port = free_port()  # nothing listens there
+    code = main(
+        [
+            "serve",
+            "examples.app:registry",
+            "--port",
+            "0",
+            "--store",
+            f"postgresql://root@127.0.0.1:{port}/test",
+        ]
+    )
+    assert code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("perdure: error: cannot agree on the cluster's secret: ")
+    assert "check --store" in err
+    assert "Traceback" not in err

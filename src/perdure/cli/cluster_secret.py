@@ -17,7 +17,8 @@ import dataclasses
 import sys
 from typing import Any
 
-from perdure.cli.loading import add_store_options, open_store_at, store_url
+from perdure.cli.loading import CliError, add_store_options, open_store_at, store_url
+from perdure.errors import ClusterSecretMismatch
 from perdure.runtime import NodeConfig, agree_cluster_secret
 
 __all__ = ["RESET_COMMAND", "add_reset_command", "agreed_node", "reset_cluster_secret"]
@@ -38,7 +39,17 @@ def agreed_node(node: NodeConfig, url: str, store_timeout: float | None) -> Node
         finally:
             await store.close()
 
-    return dataclasses.replace(node, secret=asyncio.run(agree()))
+    try:
+        secret = asyncio.run(agree())
+    except ClusterSecretMismatch:
+        raise
+    except Exception as exc:  # the store cannot be reached or read: one line, no traceback
+        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise CliError(
+            f"cannot agree on the cluster's secret: the store does not answer ({first_line}); "
+            "check --store and that PostgreSQL runs"
+        ) from None
+    return dataclasses.replace(node, secret=secret)
 
 
 def add_reset_command(commands: Any) -> None:
