@@ -64,6 +64,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from perdure.keys import Key
+from perdure.store.idempotency import IdempotencyRecord
 from perdure.telemetry import NO_OBSERVER, Observer
 
 __all__ = [
@@ -72,6 +73,7 @@ __all__ = [
     "ClusterSecret",
     "Durability",
     "EventRecord",
+    "IdempotencyRecord",
     "Lease",
     "NodeRecord",
     "QueueMessageRecord",
@@ -284,6 +286,10 @@ class ActorCommit:
     event_put: list[EventRecord] = field(default_factory=list)
     event_seq: int | None = None
     event_prune: tuple[int, int] | None = None
+    # Idempotency keys (store/idempotency.py): records to put, and a bound in epoch ms:
+    # remove the actor's records created before it (applied before the puts).
+    key_put: list[IdempotencyRecord] = field(default_factory=list)
+    key_prune: int | None = None
 
     def delete_message(self, message_id: int) -> None:
         """Remove queue message ``message_id``.
@@ -328,6 +334,8 @@ class ActorCommit:
             and self.event_seq is None
             and not self.event_put
             and self.event_prune is None
+            and not self.key_put
+            and self.key_prune is None
         )
 
 
@@ -553,6 +561,11 @@ class Store(ABC):
     ) -> list[ScheduleFireRecord]:
         """The newest ``limit`` fires of the actor's recurring job ``name``, newest first
         (by ``seq``). ``[]`` when ``limit <= 0`` or the job has none."""
+
+    @abstractmethod
+    async def load_idempotency(self, actor_id: str, key: str) -> IdempotencyRecord | None:
+        """The record of the actor's idempotency key ``key``, or ``None``: however old
+        (the runtime ignores one past its retention until a commit prunes it)."""
 
     @abstractmethod
     async def due_actors(self, until: int, limit: int) -> list[tuple[str, int]]:

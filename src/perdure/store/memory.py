@@ -33,6 +33,7 @@ from perdure.store.base import (
     ActorRecord,
     ClusterSecret,
     EventRecord,
+    IdempotencyRecord,
     Lease,
     NodeRecord,
     QueueMessageRecord,
@@ -70,6 +71,8 @@ class MemoryStore(Store):
         self._cluster_secret: ClusterSecret | None = None
         # actor id -> seq -> event (inserted in seq order, so iteration is ordered)
         self._events: dict[str, dict[int, EventRecord]] = {}
+        # actor id -> idempotency key -> its record
+        self._keys: dict[str, dict[str, IdempotencyRecord]] = {}
 
     async def open(self) -> None:
         """Mark the store usable. Idempotent."""
@@ -291,6 +294,17 @@ class MemoryStore(Store):
             self._apply_fires(commit)
         if commit.event_put or commit.event_prune is not None:
             self._apply_events(commit)
+        if commit.key_put or commit.key_prune is not None:
+            self._apply_keys(commit)
+
+    def _apply_keys(self, commit: ActorCommit) -> None:
+        keys = self._keys.setdefault(commit.actor_id, {})
+        if commit.key_prune is not None:
+            bound = commit.key_prune
+            for key in [k for k, record in keys.items() if record.created_at < bound]:
+                del keys[key]
+        for record in commit.key_put:
+            keys[record.key] = dataclasses.replace(record, answer=bytes(record.answer))
 
     def _apply_events(self, commit: ActorCommit) -> None:
         log = self._events.setdefault(commit.actor_id, {})
@@ -326,6 +340,7 @@ class MemoryStore(Store):
         self._fires.pop(actor_id, None)
         self._leases.pop(actor_id, None)
         self._events.pop(actor_id, None)
+        self._keys.pop(actor_id, None)
         return True
 
     async def list_actors(
@@ -384,6 +399,11 @@ class MemoryStore(Store):
             return []
         fires = self._fires.get(actor_id, {}).get(name, {})
         return [fires[seq] for seq in sorted(fires, reverse=True)[:limit]]
+
+    async def load_idempotency(self, actor_id: str, key: str) -> IdempotencyRecord | None:
+        """The record of the actor's idempotency key ``key``, or ``None``."""
+        self._check_open()
+        return self._keys.get(actor_id, {}).get(key)
 
     async def due_actors(self, until: int, limit: int) -> list[tuple[str, int]]:
         """Actors whose alarm is at or before ``until``, earliest first (ties by id).

@@ -354,6 +354,37 @@ CREATE TABLE cluster_secret (
 REVOKE ALL ON cluster_secret FROM PUBLIC;
 """
 
+# Design notes for migration 9 (idempotency keys, issue 30, docs/idempotency.md):
+# - One row per (actor, key): the request's fingerprint, when it was applied and its
+#   first answer. It is written by the same commit as the request's effects, so a crash
+#   never keeps one without the other. Read by primary key, once per keyed request that
+#   this instance is not already running.
+# - Pruned by age per actor (`created_at` before the retention bound), now and then as
+#   keyed commits go by: the index on (actor_id, created_at) makes that one range of the
+#   expired rows only. `delete_actor` removes an actor's rows.
+_V9_SQLITE = """
+CREATE TABLE idempotency_keys (
+    actor_id    TEXT    NOT NULL,
+    key         TEXT    NOT NULL,
+    fingerprint TEXT    NOT NULL,
+    created_at  INTEGER NOT NULL,
+    answer      BLOB    NOT NULL,
+    PRIMARY KEY (actor_id, key)
+) WITHOUT ROWID;
+CREATE INDEX idempotency_keys_age ON idempotency_keys (actor_id, created_at);
+"""
+_V9_POSTGRES = """
+CREATE TABLE idempotency_keys (
+    actor_id    TEXT   COLLATE "C" NOT NULL,
+    key         TEXT   COLLATE "C" NOT NULL,
+    fingerprint TEXT   NOT NULL,
+    created_at  BIGINT NOT NULL,
+    answer      BYTEA  NOT NULL,
+    PRIMARY KEY (actor_id, key)
+);
+CREATE INDEX idempotency_keys_age ON idempotency_keys (actor_id, created_at);
+"""
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "actors_queue_history", sqlite=_V1_SQLITE, postgres=_V1_POSTGRES),
     Migration(2, "schedules", sqlite=_V2_SQLITE, postgres=_V2_POSTGRES),
@@ -363,6 +394,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(6, "actor_events", sqlite=_V6_SQLITE, postgres=_V6_POSTGRES),
     Migration(7, "queue_message_leases", sqlite=_V7_SQLITE, postgres=_V7_POSTGRES),
     Migration(8, "cluster_secret", sqlite=_V8_SQLITE, postgres=_V8_POSTGRES),
+    Migration(9, "idempotency_keys", sqlite=_V9_SQLITE, postgres=_V9_POSTGRES),
 )
 
 

@@ -176,6 +176,11 @@ _UPSERTS: dict[str, tuple[str, tuple[tuple[str, str], ...], tuple[str, ...]]] = 
         (("seq", "bigint"), ("name", "text"), ("args", "bytea"), ("emitted_at", "bigint")),
         ("seq",),
     ),
+    "kp": (
+        "idempotency_keys",
+        (("key", "text"), ("fingerprint", "text"), ("created_at", "bigint"), ("answer", "bytea")),
+        ("key",),
+    ),
 }  # fmt: skip
 _DELETES: dict[str, tuple[str, str, str]] = {
     # part: (table, key column, type)
@@ -198,6 +203,13 @@ _PRUNE = (
 _EVENT_PRUNE = (
     "ex AS (DELETE FROM actor_events e USING a WHERE e.actor_id = %(actor_id)s"
     " AND (e.seq <= %(ex_up_to)s::bigint OR e.emitted_at < %(ex_before)s::bigint))"
+)
+
+# Idempotency keys past their retention: one range of the actor's (actor_id, created_at).
+# It spares the keys this commit puts (no two CTEs touch one row), as the fires' prune.
+_KEY_PRUNE = (
+    "kx AS (DELETE FROM idempotency_keys k USING a WHERE k.actor_id = %(actor_id)s"
+    " AND k.created_at < %(kx_before)s::bigint AND k.key <> ALL(%(kx_keep)s::text[]))"
 )
 
 
@@ -234,6 +246,8 @@ def _part_sql(part: str) -> str:
         return _PRUNE
     if part == "ex":
         return _EVENT_PRUNE
+    if part == "kx":
+        return _KEY_PRUNE
     name, many = part[:2], part[2:] == "n"
     return _upsert_sql(name, many) if name in _UPSERTS else _delete_sql(name, many)
 
@@ -417,6 +431,8 @@ def merge_rows(commit: ActorCommit) -> MergeRows | None:
         return None
     if commit.event_prune is not None:
         return None  # retention, every so many events: its own statement
+    if commit.key_put or commit.key_prune is not None:
+        return None  # a keyed request's commit: its own statement
     return MergeRows(commit)
 
 
@@ -436,6 +452,8 @@ def _single_statement(commit: ActorCommit, channel: str) -> tuple[LiteralString,
         _schedule_parts(commit, params, parts)
     if commit.event_put or commit.event_prune is not None:
         _event_parts(commit, params, parts)
+    if commit.key_put or commit.key_prune is not None:
+        _key_parts(commit, params, parts)
     return _commit_sql(columns, tuple(parts), notify, commit.fence is not None), params
 
 
@@ -506,6 +524,16 @@ def _event_parts(commit: ActorCommit, params: Params, parts: list[str]) -> None:
         parts.append(_upsert("ep", rows, params))
 
 
+def _key_parts(commit: ActorCommit, params: Params, parts: list[str]) -> None:
+    # Prune-then-put, as the contract says: the put replaces a pruned key of its own.
+    rows = {k.key: (k.key, k.fingerprint, k.created_at, bytes(k.answer)) for k in commit.key_put}
+    if commit.key_prune is not None:
+        parts.append("kx")
+        params["kx_before"], params["kx_keep"] = commit.key_prune, list(rows)
+    if rows:
+        parts.append(_upsert("kp", list(rows.values()), params))
+
+
 def _actor_changes(commit: ActorCommit, params: Params) -> tuple[str, ...]:
     """The ``actors`` columns a commit sets; their values go into ``params``."""
     columns: list[str] = []
@@ -538,7 +566,8 @@ WITH d AS (DELETE FROM actors WHERE actor_id = %(actor_id)s RETURNING actor_id),
      h AS (DELETE FROM workflow_history WHERE actor_id = %(actor_id)s),
      s AS (DELETE FROM schedules WHERE actor_id = %(actor_id)s),
      f AS (DELETE FROM schedule_fires WHERE actor_id = %(actor_id)s),
-     e AS (DELETE FROM actor_events WHERE actor_id = %(actor_id)s)
+     e AS (DELETE FROM actor_events WHERE actor_id = %(actor_id)s),
+     k AS (DELETE FROM idempotency_keys WHERE actor_id = %(actor_id)s)
 SELECT count(*) FROM d"""
 
 

@@ -19,6 +19,7 @@ __all__ = [
     "LOAD_EVENTS",
     "LOAD_FIRES",
     "LOAD_HISTORY",
+    "LOAD_KEY",
     "LOAD_QUEUE",
     "LOAD_SCHEDULES",
     "NEXT_WAKE_AT",
@@ -36,6 +37,10 @@ LOAD_QUEUE = (
     " FROM queue_messages WHERE actor_id = %s ORDER BY id"
 )
 LOAD_HISTORY = "SELECT location, entry FROM workflow_history WHERE actor_id = %s"
+LOAD_KEY = (
+    "SELECT key, fingerprint, created_at, answer FROM idempotency_keys"
+    " WHERE actor_id = %s AND key = %s"
+)
 # COLLATE "C": ids sort in byte order, as in the other backends, whatever the locale.
 LOAD_SCHEDULES = (
     "SELECT id, kind, action, args, run_at, created_at, name, expression, timezone,"

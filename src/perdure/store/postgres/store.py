@@ -34,6 +34,7 @@ from perdure.store.base import (
     ClusterSecret,
     Durability,
     EventRecord,
+    IdempotencyRecord,
     Lease,
     NodeRecord,
     QueueMessageRecord,
@@ -70,6 +71,7 @@ from perdure.store.postgres.sql import (
     LOAD_EVENTS,
     LOAD_FIRES,
     LOAD_HISTORY,
+    LOAD_KEY,
     LOAD_QUEUE,
     LOAD_SCHEDULES,
     NEXT_WAKE_AT,
@@ -383,6 +385,14 @@ class PostgresStore(Store):
             return []
         rows = await self._rows(LOAD_FIRES, (actor_id, name, limit))
         return [ScheduleFireRecord(*row) for row in rows]
+
+    async def load_idempotency(self, actor_id: str, key: str) -> IdempotencyRecord | None:
+        """The record of the actor's idempotency key ``key``, or ``None``."""
+        rows = await self._rows(LOAD_KEY, (actor_id, key))
+        if not rows:
+            return None
+        key, fingerprint, created_at, answer = rows[0]
+        return IdempotencyRecord(key, fingerprint, created_at, bytes(answer))
 
     async def due_actors(self, until: int, limit: int) -> list[tuple[str, int]]:
         """``(actor_id, wake_at)`` of actors due by ``until``, earliest first (ties by id)."""

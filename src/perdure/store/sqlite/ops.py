@@ -126,6 +126,11 @@ _EVENT_PUT_SQL = (
 )
 # Retention: one range of the actor's rows (the log is bounded, so is the scan).
 _EVENT_PRUNE_SQL = "DELETE FROM actor_events WHERE actor_id = ? AND (seq <= ? OR emitted_at < ?)"
+_KEY_PUT_SQL = (
+    "INSERT OR REPLACE INTO idempotency_keys (actor_id, key, fingerprint, created_at, answer)"
+    " VALUES (?, ?, ?, ?, ?)"
+)
+_KEY_PRUNE_SQL = "DELETE FROM idempotency_keys WHERE actor_id = ? AND created_at < ?"
 
 
 def _update_sql(columns: tuple[str, ...], fenced: bool) -> str:
@@ -152,6 +157,8 @@ class CommitOp(WriteOp):
         "exists_sql",
         "history_delete",
         "history_put",
+        "key_prune",
+        "key_put",
         "queue_delete",
         "queue_put",
         "schedule_writes",
@@ -182,6 +189,11 @@ class CommitOp(WriteOp):
             [(actor_id, e.seq, e.name, e.args, e.emitted_at) for e in events] if events else ()
         )
         self.event_prune = () if prune is None else [(actor_id, *prune)]
+        keys, bound = commit.key_put, commit.key_prune
+        self.key_put = (
+            [(actor_id, k.key, k.fingerprint, k.created_at, k.answer) for k in keys] if keys else ()
+        )
+        self.key_prune = () if bound is None else [(actor_id, bound)]
 
     def apply(self, db: sqlite3.Connection) -> None:
         # The actor row goes first: if it is missing, nothing of this commit is written.
@@ -206,6 +218,10 @@ class CommitOp(WriteOp):
             db.executemany(_EVENT_PRUNE_SQL, self.event_prune)
         if self.event_put:
             db.executemany(_EVENT_PUT_SQL, self.event_put)
+        if self.key_prune:
+            db.executemany(_KEY_PRUNE_SQL, self.key_prune)
+        if self.key_put:
+            db.executemany(_KEY_PUT_SQL, self.key_put)
 
 
 def _schedule_writes(commit: ActorCommit) -> list[tuple[str, list[tuple[Any, ...]]]]:
@@ -281,6 +297,7 @@ class DeleteOp(WriteOp):
         db.execute("DELETE FROM schedules WHERE actor_id = ?", params)
         db.execute("DELETE FROM schedule_fires WHERE actor_id = ?", params)
         db.execute("DELETE FROM actor_events WHERE actor_id = ?", params)
+        db.execute("DELETE FROM idempotency_keys WHERE actor_id = ?", params)
 
 
 class CallOp(WriteOp):
@@ -360,4 +377,6 @@ _SEGMENT_ROWS = (
     (_HISTORY_DELETE_SQL, "history_delete"),
     (_EVENT_PRUNE_SQL, "event_prune"),
     (_EVENT_PUT_SQL, "event_put"),
+    (_KEY_PRUNE_SQL, "key_prune"),
+    (_KEY_PUT_SQL, "key_put"),
 )

@@ -38,6 +38,7 @@ from perdure.store.base import (
     ClusterSecret,
     Durability,
     EventRecord,
+    IdempotencyRecord,
     Lease,
     NodeRecord,
     QueueMessageRecord,
@@ -94,6 +95,10 @@ _NEXT_WAKE_AT = "SELECT MIN(wake_at) FROM actors WHERE wake_at IS NOT NULL"
 _LOAD_EVENTS = (
     "SELECT seq, name, args, emitted_at FROM actor_events"
     " WHERE actor_id = ? AND seq > ? ORDER BY seq LIMIT ?"
+)
+_LOAD_KEY = (
+    "SELECT key, fingerprint, created_at, answer FROM idempotency_keys"
+    " WHERE actor_id = ? AND key = ?"
 )
 _GET_LEASE = (
     "SELECT generation, owner_node, lease_expires_at FROM actors"
@@ -438,6 +443,11 @@ class SQLiteStore(Store):
             return []  # SQLite reads LIMIT -1 as "no limit"
         rows = self._rows(_LOAD_FIRES, (actor_id, name, limit))
         return [ScheduleFireRecord(*row) for row in rows]
+
+    async def load_idempotency(self, actor_id: str, key: str) -> IdempotencyRecord | None:
+        """The record of the actor's idempotency key ``key``, or ``None``."""
+        rows = self._rows(_LOAD_KEY, (actor_id, key))
+        return IdempotencyRecord(*rows[0]) if rows else None
 
     async def due_actors(self, until: int, limit: int) -> list[tuple[str, int]]:
         """``(actor_id, wake_at)`` of actors due by ``until``, earliest first (ties by id)."""
