@@ -8,9 +8,9 @@ prints it.
 
 What counts against a deploy (a *problem*): a workflow that is not finished and would
 diverge, or whose replay raises; an actor whose name the registry no longer has while
-its workflow is not finished. Finished workflows are replayed too (an operator may
-replay them), but their divergences are *warnings* unless ``strict``: a restart never
-runs them again.
+its workflow is not finished. Finished workflows (completed, failed, cancelled: any
+status but pending, running and paused) are replayed too (an operator may replay
+them), but their divergences are *warnings* unless ``strict``.
 """
 
 from __future__ import annotations
@@ -34,11 +34,21 @@ __all__ = [
     "CheckReport",
     "Finding",
     "check_store",
+    "is_live",
     "open_read_only",
 ]
 
 PAGE = 500
 Progress = Callable[[int, int], None]
+# The statuses of a workflow a restart runs on: every other one (completed, failed,
+# cancelled, ...) is finished. "unknown" (a status record that cannot be read) counts
+# as live: the check cannot tell that it is finished.
+LIVE_STATUSES = frozenset({"pending", "running", "paused", "unknown"})
+
+
+def is_live(status: str) -> bool:
+    """True when a workflow of this stored status is not finished."""
+    return status in LIVE_STATUSES
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,7 +170,7 @@ async def _check_actor(
     definition = registry.get(record.name)
     raw = await store.load_history(record.actor_id)
     status = _stored_status(raw)
-    live = bool(raw) and status != "completed"
+    live = bool(raw) and is_live(status)
     if definition is None or definition.kind != "workflow" or "run" not in definition.hooks:
         if definition is None or raw:  # a plain actor with no history is just that
             kind = "missing" if definition is None else "not_a_workflow"
@@ -180,7 +190,7 @@ async def _check_actor(
                 record.actor_id,
                 record.name,
                 tuple(record.key),
-                verdict.status != "completed",
+                is_live(verdict.status),
                 verdict,
             )
         )

@@ -18,6 +18,10 @@ Two things the engine would only find later are found here too:
   (an operator may replay it with ``perdure workflow replay``); its verdict says it is
   finished, so the caller may weigh it apart.
 
+A run that failed is judged by its stored outcome: one that failed by raising (say after
+its compensations) and raises the same error again on the new code ``fails``, as one
+whose step ran out of retries does; another error is an ``error`` naming both.
+
 Nothing here does I/O: the caller loads the stored record and history.
 """
 
@@ -41,6 +45,7 @@ from perdure.workflows.core import maybe_await
 from perdure.workflows.engine import WorkflowRunner
 from perdure.workflows.history import ROOT, Divergence, Entry, History, parent_scope
 from perdure.workflows.port import ActorClient, MessageQueue
+from perdure.workflows.runner_support import error_info
 
 __all__ = ["Frontier", "Verdict", "judge_history"]
 
@@ -210,8 +215,19 @@ class CheckRunner(WorkflowRunner):
         except WorkflowFailure as exc:
             return self._verdict("fails", status, None, str(exc))
         except Exception as exc:
+            if self._fails_as_stored(exc):
+                return self._verdict("fails", status, None, _described(exc))
             return self._unexpected(status, exc)
         return self._verdict("ends", status, None, None)
+
+    def _fails_as_stored(self, exc: Exception) -> bool:
+        """The run failed by raising, and the new code raises the same error: the
+        replay reaches the outcome its history holds (``compensate, then fail``)."""
+        stored = self.meta.get("error")
+        if self.meta.get("status") != "failed" or not isinstance(stored, dict):
+            return False
+        raised = error_info(exc)
+        return all(stored.get(field) == raised[field] for field in ("name", "message"))
 
     def _verdict(
         self, outcome: str, status: str, location: str | None, message: str | None
@@ -233,9 +249,19 @@ class CheckRunner(WorkflowRunner):
             status,
             self.reached,
             code=None if self.reached is None else f"raises after `{self.reached}`",
-            message=f"{type(exc).__name__}: {exc}",
+            message=_described(exc) + self._stored_failure(),
             fix="the new code raises on this stored history; fix the workflow code",
         )
+
+    def _stored_failure(self) -> str:
+        stored = self.meta.get("error")
+        if self.meta.get("status") != "failed" or not isinstance(stored, dict):
+            return ""
+        return f" (the stored run failed with {stored.get('name')}: {stored.get('message')})"
+
+
+def _described(exc: Exception) -> str:
+    return f"{type(exc).__name__}: {exc}"
 
 
 async def _located(work: Awaitable[T], scope: str, name: str) -> T:

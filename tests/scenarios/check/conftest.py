@@ -78,12 +78,15 @@ class Stored:
 
 def drive_old_code(url: str, work: Path) -> None:
     """Bring the stored workflows to their points: waiting on a receive, mid-loop,
-    sleeping, finished; plus an actor of a type the new code drops, and a plain actor."""
+    sleeping, finished, failed by raising after its compensation; plus an actor of a
+    type the new code drops, and a plain actor."""
     with Client(url) as client:
         client.job.get_or_create("waiting").ping()
         client.quick.get_or_create("done").ping()
         client.legacy.get_or_create("old").ping()
         client.counter.get_or_create("plain").ping()
+        rejected = client.order.get_or_create("rejected")
+        rejected.ping()
         midloop = client.job.get_or_create("midloop")
         for iteration in (1, 2):
             midloop.send("go", "next")
@@ -92,6 +95,7 @@ def drive_old_code(url: str, work: Path) -> None:
                 f"midloop at iteration {iteration}",
             )
         client.job.get_or_create("sleeping").send("go", "stop")
+        wait_for(lambda: rejected.workflow_status()["status"] == "failed", "rejected failed")
     wait_for(lambda: "A mid" in runs(work, "sleeping"), "sleeping past its loop")
     wait_for(lambda: "A loop/~0/note" in runs(work, "waiting"), "waiting at its receive")
     wait_for(lambda: "A b" in runs(work, "done"), "quick finished")

@@ -13,7 +13,9 @@ version of the code "about to be deployed" that ``perdure check`` judges:
 - ``broken``: raises outside any step after ``b`` (a failure of another kind);
 - ``finished_changed``: only ``quick`` changed (its workflows have all finished);
 - ``hangs``: awaits something other than a ctx primitive after ``b`` (never ends);
-- ``gone``: the actor type ``legacy`` is no longer in the registry.
+- ``gone``: the actor type ``legacy`` is no longer in the registry;
+- ``rejects_otherwise``: ``order`` (whose stored run failed by raising, after its
+  compensation) now raises another error.
 
 Every step body appends ``<version> <location>`` to ``runs-<key>`` in the directory named
 by ``PERDURE_CHECK_DIR``: a test reads there which bodies ran, and the check must add
@@ -110,13 +112,29 @@ def _legacy(version: str) -> Body:
     return run
 
 
-def _registry(job: Body, quick: Body, legacy: Body | None) -> Registry:
+def _order(version: str, reason: str = "order rejected") -> Body:
+    """Compensate, then fail: a step with a rollback, then a raise outside any step."""
+    mark = _marker(version)
+
+    def undo(step: StepContext, _output: Any) -> None:
+        mark(step)  # marks ``<version> reserve`` a second time
+
+    async def run(ctx: WorkflowContext) -> None:
+        await ctx.rollback_checkpoint("start")
+        await ctx.step("reserve", mark, rollback=undo)
+        raise ValueError(reason)
+
+    return run
+
+
+def _registry(job: Body, quick: Body, legacy: Body | None, order: Body | None = None) -> Registry:
     use = {
         "job": workflow(
             state={}, queues={"go": queue_definition()}, run=job, actions={"ping": lambda c: "pong"}
         ),
         "quick": workflow(state={}, run=quick, actions={"ping": lambda c: "pong"}),
         "counter": actor(state={"count": 1}, actions={"ping": lambda c: "pong"}),
+        "order": workflow(state={}, run=order or _order("B"), actions={"ping": lambda c: "pong"}),
     }
     if legacy is not None:
         use["legacy"] = workflow(
@@ -128,7 +146,7 @@ def _registry(job: Body, quick: Body, legacy: Body | None) -> Registry:
     return setup(use=use)
 
 
-old = _registry(_job("A"), _quick("A"), _legacy("A"))
+old = _registry(_job("A"), _quick("A"), _legacy("A"), _order("A"))
 same = _registry(_job("B"), _quick("B"), _legacy("B"))
 renamed = _registry(_job("B", first="b2"), _quick("B"), _legacy("B"))
 removed = _registry(_job("B", note=False), _quick("B"), _legacy("B"))
@@ -139,3 +157,4 @@ broken = _registry(_job("B", broken=True), _quick("B"), _legacy("B"))
 finished_changed = _registry(_job("B"), _quick("B", second="b2"), _legacy("B"))
 hangs = _registry(_job("B", hangs=True), _quick("B"), _legacy("B"))
 gone = _registry(_job("B"), _quick("B"), None)
+rejects_otherwise = _registry(_job("B"), _quick("B"), _legacy("B"), _order("B", "no seats left"))

@@ -65,7 +65,8 @@ def _check_on_postgresql(schema: str, tmp_path: Path) -> None:
 
     report, status = stored.check_json("same", store=url)
     assert status == 0, report
-    assert report["workflows"] == 5, report
+    assert report["workflows"] == 6, report
+    assert report["outcomes"]["fails"] == 1, report
     report, status = stored.check_json("renamed", store=url)
     assert status == 1, report
     keys = {finding["key"][0] for finding in report["problems"]}

@@ -34,7 +34,8 @@ def _only_sleeping(stored: Stored, registry: str) -> dict[str, Any]:
 
 
 def test_unchanged_code_passes_and_nothing_is_written_or_run(stored: Stored) -> None:
-    ran = {key: runs(stored.work, key) for key in ("waiting", "midloop", "sleeping", "done")}
+    keys = ("waiting", "midloop", "sleeping", "done", "rejected")
+    ran = {key: runs(stored.work, key) for key in keys}
     done = _unchanged(stored, lambda: stored.check("same"))
     assert done.returncode == 0, done.stdout + done.stderr
     assert "OK: every stored workflow would restart cleanly" in done.stdout
@@ -42,10 +43,12 @@ def test_unchanged_code_passes_and_nothing_is_written_or_run(stored: Stored) -> 
     assert status == 0, report
     assert report["ok"], report
     assert report["problems"] == [], report
-    assert report["workflows"] == 5, report
-    assert report["actors"] == 6, report
-    # Four stop at their frontier; the finished one replays to its end.
-    assert report["outcomes"] == {"continues": 4, "ends": 1}, report
+    assert report["workflows"] == 6, report
+    assert report["actors"] == 7, report
+    # Four stop at their frontier; the finished one replays to its end; the one that
+    # failed by raising (after its compensation) fails the same way again.
+    assert report["outcomes"] == {"continues": 4, "ends": 1, "fails": 1}, report
+    assert report["warnings"] == [], report
     # No step body ran: the new code's bodies mark "B", and nothing was added.
     assert {key: runs(stored.work, key) for key in ran} == ran
     assert not any(line.startswith("B ") for lines in ran.values() for line in lines)
@@ -121,7 +124,7 @@ def test_a_workflow_that_raises_on_replay_is_reported_not_fatal(stored: Stored) 
     assert "RuntimeError: the new code has a bug" in found["midloop"]["message"]
     assert found["midloop"]["location"] == "b"  # the last entry it reached
     # The other actors were still judged.
-    assert report["workflows"] == 5
+    assert report["workflows"] == 6
     assert report["outcomes"]["error"] == 3
 
 
@@ -139,6 +142,26 @@ def test_finished_workflows_warn_unless_strict(stored: Stored) -> None:
     assert len(strict["problems"]) == 1, strict
 
 
+def test_a_failed_run_that_now_fails_otherwise_warns_unless_strict(stored: Stored) -> None:
+    """A failed run is finished: a replay that raises another error than the stored one
+    is reported, but does not block the deploy."""
+    ran = runs(stored.work, "rejected")
+    assert ran == ["A reserve", "A reserve"], ran  # the step, then its compensation
+    report, status = _unchanged(stored, lambda: stored.check_json("rejects_otherwise"))
+    assert status == 0, report
+    assert report["problems"] == [], report
+    (warning,) = report["warnings"]
+    assert warning["key"] == ["rejected"], warning
+    assert warning["kind"] == "error", warning
+    assert warning["live"] is False
+    assert warning["status"] == "failed"
+    assert "ValueError: no seats left" in warning["message"], warning
+    assert "the stored run failed with ValueError: order rejected" in warning["message"]
+    strict, status = stored.check_json("rejects_otherwise", "--strict")
+    assert status == 1, strict
+    assert runs(stored.work, "rejected") == ran
+
+
 def test_an_actor_type_gone_from_the_registry_is_reported(stored: Stored) -> None:
     done = _unchanged(stored, lambda: stored.check("gone"))
     assert done.returncode == 1, done.stdout + done.stderr
@@ -153,7 +176,7 @@ def test_each_replay_and_the_whole_check_are_bounded_in_time(stored: Stored) -> 
     assert set(found) == {"waiting", "midloop", "sleeping"}, report
     assert "did not reach its frontier within 0.5 s" in found["sleeping"]["message"]
     assert report["complete"]
-    assert report["actors"] == 6
+    assert report["actors"] == 7
     done = stored.check("same", "--time-limit", "0.000001")
     assert done.returncode == 1, done.stdout + done.stderr
     assert "NOT COMPLETE: the time limit ended the check" in done.stdout, done.stdout
