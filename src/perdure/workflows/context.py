@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import datetime as _dt
 import logging
+import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from perdure._names import check_keywords, keyword_names, keywords_checked
-from perdure._time import duration_seconds, instant_ms, optional_duration
+from perdure._time import duration_seconds, instant_ms, optional_duration, utc_datetime
 from perdure.errors import ArgumentError, StepContextExpired
 from perdure.queue_message import QueueMessage
 
@@ -236,6 +237,8 @@ class Primitives(Protocol):
 
     async def get_version(self, scope: str, name: str, latest: int) -> int: ...
 
+    async def deterministic(self, scope: str, name: str, kind: str) -> Any: ...
+
 
 class WorkflowContext(_ActorIdentity):
     """``ctx``: the orchestration primitives, bound to one scope of the history."""
@@ -395,6 +398,23 @@ class WorkflowContext(_ActorIdentity):
     async def get_version(self, name: str, latest: int) -> int:
         """``latest`` for new runs; 1 for runs that already passed this point before."""
         return await self._runner.get_version(self._scope, name, latest)
+
+    @keywords_checked("ctx.now()")
+    async def now(self, name: str) -> _dt.datetime:
+        """The time (an aware UTC ``datetime``, to the millisecond) read from the actor's
+        clock at the first execution and recorded: every replay returns the same."""
+        return utc_datetime(await self._runner.deterministic(self._scope, name, "now"))
+
+    @keywords_checked("ctx.random()")
+    async def random(self, name: str) -> float:
+        """A float in [0, 1), drawn at the first execution and recorded (not for secrets:
+        it is stored in history)."""
+        return float(await self._runner.deterministic(self._scope, name, "random"))
+
+    @keywords_checked("ctx.uuid4()")
+    async def uuid4(self, name: str) -> uuid.UUID:
+        """A random UUID (version 4), drawn at the first execution and recorded."""
+        return uuid.UUID(await self._runner.deterministic(self._scope, name, "uuid4"))
 
 
 # What ``try_step`` passes on to ``step``.

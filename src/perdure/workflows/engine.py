@@ -16,6 +16,7 @@ from __future__ import annotations
 from perdure.errors import ActorAborted, Evicted, HistoryDiverged, WorkflowFailure
 from perdure.schemas import to_plain
 from perdure.workflows.core import META_LOCATION, maybe_await
+from perdure.workflows.determinism import DeterminismPrimitives
 from perdure.workflows.flow import FlowPrimitives
 from perdure.workflows.history import ROOT, Divergence
 from perdure.workflows.receive import ReceivePrimitives
@@ -26,7 +27,9 @@ from perdure.workflows.versions import VersionPrimitives
 __all__ = ["META_LOCATION", "WorkflowRunner"]
 
 
-class WorkflowRunner(StepPrimitives, FlowPrimitives, ReceivePrimitives, VersionPrimitives):
+class WorkflowRunner(
+    StepPrimitives, FlowPrimitives, ReceivePrimitives, VersionPrimitives, DeterminismPrimitives
+):
     """Runs one actor's workflow; lives as long as the actor is awake."""
 
     async def run(self) -> None:

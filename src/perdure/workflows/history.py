@@ -3,10 +3,11 @@
 Pure logic: no I/O and no asyncio, so it is tested on its own.
 
 Every workflow primitive (step, loop, sleep, queue receive, join, race, try, removed,
-version check, rollback checkpoint) owns one *entry* at a *location*: the path of names
-from the root, with loop iterations as ``~N`` segments, e.g. ``progress-loop/~3/apply-job``.
-The location of a primitive's children is its *scope* (a loop iteration's scope is
-``loop/~N``; a join branch's is ``join/branch``).
+version check, rollback checkpoint, the recorded ``now``/``random``/``uuid4`` values)
+owns one *entry* at a *location*: the path of names from the root, with loop iterations
+as ``~N`` segments, e.g. ``progress-loop/~3/apply-job``. The location of a primitive's
+children is its *scope* (a loop iteration's scope is ``loop/~N``; a join branch's is
+``join/branch``).
 
 Replay rule: entries are visited in the order the code reaches them. Creating a *new*
 entry in a scope that still has recorded but unvisited entries means the code no longer
@@ -45,6 +46,9 @@ ENTRY_KINDS = frozenset(
         "removed",
         "version_check",
         "rollback_checkpoint",
+        "now",
+        "random",
+        "uuid4",
     }
 )
 

@@ -275,7 +275,13 @@ async def _located(work: Awaitable[T], scope: str, name: str) -> T:
 
 
 # How the entry kinds read in a report (the stored names are the engine's).
-_KIND_NAMES = {"message": "queue receive", "version_check": "get_version"}
+_KIND_NAMES = {
+    "message": "queue receive",
+    "version_check": "get_version",
+    "now": "ctx.now",
+    "random": "ctx.random",
+    "uuid4": "ctx.uuid4",
+}
 
 
 def _kind(kind: str) -> str:
