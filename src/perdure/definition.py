@@ -96,6 +96,7 @@ class ActorOptions:
     # client can still resume from.
     event_log_max_events: int = 1000
     event_log_max_age: float = 86400.0
+    idempotency_retention: float = 86400.0  # seconds a key is kept (docs/idempotency.md)
 
     @classmethod
     def build(cls, actor_name: str, value: ActorOptions | Mapping[str, Any] | None) -> ActorOptions:

@@ -30,6 +30,8 @@ HTTP status a server answers with. The tree::
     │   └── AccessUnauthorized       auth.unauthorized (401)      no or a wrong server token
     ├── NoRawHandler                 actor.route_not_found (404)  no on_request/on_websocket
     ├── ScheduleNotFound             actor.schedule_not_found (404)
+    ├── IdempotencyError             idempotency.* (400, 409)     a key too long, reused for
+    │                                                             another request (409) …
     ├── (storage)
     │   ├── StoreUnavailable         store.unavailable (503)      the store did not answer in
     │   │                                                         time; retry (Retry-After)
@@ -88,6 +90,7 @@ from __future__ import annotations
 from perdure.errors.actor import (
     AccessForbidden,
     AccessUnauthorized,
+    IdempotencyError,
     NoRawHandler,
     ScheduleNotFound,
 )
@@ -173,6 +176,7 @@ __all__ = [
     "EngineSignal",
     "Evicted",
     "HistoryDiverged",
+    "IdempotencyError",
     "InternalError",
     "InvalidRequest",
     "JoinError",

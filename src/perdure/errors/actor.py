@@ -1,9 +1,9 @@
 """Errors of requests to a live actor that are not about its own code: access refused,
-no raw handler, no such schedule."""
+no raw handler, no such schedule, an idempotency key refused."""
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from perdure.errors.base import PerdureError
 
@@ -42,3 +42,19 @@ class ScheduleNotFound(PerdureError):
 
     default_code: ClassVar[str] = "schedule_not_found"
     status: ClassVar[int] = 404
+
+
+class IdempotencyError(PerdureError):
+    """A request's idempotency key refused (docs/idempotency.md): ``key_invalid`` (400:
+    empty, longer than 256 characters, or not printable ASCII), ``key_reused`` (409: the key
+    was first used for another operation or other arguments), ``answer_not_kept`` (409:
+    the first request was applied, but its answer was larger than the actor keeps)."""
+
+    group = "idempotency"
+    default_code = "key_invalid"
+    status = 400
+
+    def __init__(self, message: str, *, code: str | None = None, metadata: Any = None) -> None:
+        super().__init__(message, code=code, metadata=metadata)
+        if code in ("key_reused", "answer_not_kept"):
+            self.status = 409  # type: ignore[misc]

@@ -52,6 +52,7 @@ from perdure.store.encoding import decode_value
 if TYPE_CHECKING:
     from perdure.handles import Client
     from perdure.runtime.actor.hosting import ActorHost
+    from perdure.runtime.kernel.idempotency import Once
     from perdure.workflows.engine import WorkflowRunner
 
 __all__ = ["WORKFLOW_STATUS_ACTION", "ActorInstance", "StopReason"]
@@ -401,7 +402,9 @@ class ActorInstance:
 
     # ------------------------------------------------------------------ actions
 
-    async def call_action(self, name: str, args: list[Any], conn: Connection | None = None) -> Any:
+    async def call_action(
+        self, name: str, args: list[Any], conn: Connection | None = None, once: Once | None = None
+    ) -> Any:
         """Run action ``name``; return its output once its state changes are durable."""
         if self.definition.is_status_action(name):
             return await self.current_workflow_status()
@@ -420,6 +423,12 @@ class ActorInstance:
                 hook = self.definition.hooks.get("on_before_action_response")
                 if hook is not None:
                     output = await before_action_response(hook, self.context, name, args, output)
+                if once is not None:
+                    once.answered(output)
+            except BaseException as exc:
+                if once is not None:
+                    once.failed(exc)
+                raise
             finally:
                 flushed = self.commits.request_flush()
             await flushed

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from perdure.keys import Key
 from perdure.runtime.actor.contexts import check_access
+from perdure.runtime.kernel.idempotency import Once, check_key, fingerprint, replay
 
 if TYPE_CHECKING:
     from perdure.runtime.actor.connections import Connection
@@ -72,10 +73,12 @@ class ActorAddress:
 # pays object.__setattr__ per field. Treat them as immutable all the same.
 @dataclass(slots=True)
 class CallAction:
-    """Call action ``action`` with positional ``args``."""
+    """Call action ``action`` with positional ``args``; ``idempotency_key``: at most
+    once per key (docs/idempotency.md)."""
 
     action: str
     args: list[Any]
+    idempotency_key: str | None = None
 
 
 @dataclass(slots=True)
@@ -88,6 +91,7 @@ class SendMessage:
     wait: bool = False
     timeout: float | None = None
     validated: bool = False
+    idempotency_key: str | None = None  # at most once per key (docs/idempotency.md)
 
 
 Operation = CallAction | SendMessage
@@ -143,6 +147,8 @@ async def perform_on(instance: ActorInstance, operation: Operation, params: Any)
 
 
 async def _run(instance: ActorInstance, operation: Operation, conn: Connection | None) -> Any:
+    if operation.idempotency_key is not None:
+        return await _run_once(instance, operation, operation.idempotency_key, conn)
     if isinstance(operation, CallAction):
         return await instance.call_action(operation.action, operation.args, conn)
     if conn is not None:  # a client's send (in-process sends are the actor's own business)
@@ -150,12 +156,72 @@ async def _run(instance: ActorInstance, operation: Operation, conn: Connection |
     return await _send(instance, operation)
 
 
-async def _send(instance: ActorInstance, message: SendMessage) -> QueueSendResult:
+async def _run_once(
+    instance: ActorInstance, operation: Operation, key: str, conn: Connection | None
+) -> Any:
+    """Run a keyed operation at most once per key (docs/idempotency.md)."""
+    keys = instance.core.idempotency
+    check_key(key)
+    if isinstance(operation, CallAction):
+        name, args = operation.action, operation.args
+
+        async def call(once: Once) -> Any:
+            return await instance.call_action(name, args, conn, once)
+
+        async def answer(kept: dict[str, Any]) -> Any:
+            return replay(kept)
+
+        return await keys.perform(key, fingerprint("call", name, args), call, answer)
+    if conn is not None:
+        await check_access(instance, conn, "can_publish", operation.queue)
+    message = operation
+    parts = [getattr(message, field) for field in _SEND_FIELDS if hasattr(message, field)]
+
+    async def send(once: Once) -> Any:
+        return await _send(instance, message, once)
+
+    async def resend(kept: dict[str, Any]) -> Any:
+        return await _resend(instance, message, kept)
+
+    return await keys.perform(key, fingerprint("send", *parts), send, resend)
+
+
+# What a retried send must repeat (its idempotency key aside).
+_SEND_FIELDS = ("queue", "body", "wait", "delay", "at")
+
+
+def _send_status(message: SendMessage) -> str:
+    """What a keyed send that does not wait answers: ``queued`` when it is delayed."""
+    delayed = (getattr(message, name, None) is not None for name in ("delay", "at"))
+    return "queued" if any(delayed) else "completed"
+
+
+async def _resend(instance: ActorInstance, message: SendMessage, kept: dict[str, Any]) -> Any:
+    """The answer of a keyed send applied before: wait again for its completion."""
+    from perdure.runtime.queues.actor_queue import QueueSendResult
+
+    if "m" not in kept:
+        return replay(kept)
+    if not message.wait or instance.queue is None:
+        return QueueSendResult(kept.get("s", "completed"))
+    instance.enter()
+    try:
+        return await instance.queue.attach(kept["m"], message.timeout)
+    finally:
+        instance.leave()
+
+
+async def _send(
+    instance: ActorInstance, message: SendMessage, once: Once | None = None
+) -> QueueSendResult:
     queue = instance.queue
     if queue is None:
         instance.definition.require_queues()  # raises queue.not_configured
         raise AssertionError("an actor with queues has a queue while awake")
     instance.enter()  # a waiting send keeps the actor awake until it is answered
+    staged = queue.next_id
+    if once is not None:  # staged first: the message joins the same commit
+        once.enqueued(staged, _send_status(message))
     try:
         return await queue.send(
             message.queue,
@@ -164,5 +230,9 @@ async def _send(instance: ActorInstance, message: SendMessage) -> QueueSendResul
             timeout=message.timeout,
             validated=message.validated,
         )
+    except BaseException:
+        if once is not None and queue.next_id == staged:
+            once.withdraw()  # refused before the message was added: nothing is applied
+        raise
     finally:
         instance.leave()

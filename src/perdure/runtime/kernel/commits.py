@@ -28,6 +28,7 @@ from perdure.schemas import storable_state
 from perdure.store.base import (
     ActorCommit,
     EventRecord,
+    IdempotencyRecord,
     QueueMessageRecord,
     ScheduleFireRecord,
     ScheduleRecord,
@@ -200,6 +201,19 @@ class CommitPipeline:
             # (a burst in one commit) must not be written either.
             if pending.event_put[0].seq <= prune[0]:
                 pending.event_put = [e for e in pending.event_put if e.seq > prune[0]]
+
+    def put_key(self, record: IdempotencyRecord, prune_before: int | None) -> None:
+        """Write an idempotency key's record with the effects staged beside it
+        (docs/idempotency.md); ``prune_before``: also drop the keys created before it."""
+        pending = self._pending
+        pending.key_put.append(record)
+        if prune_before is not None:
+            pending.key_prune = prune_before
+
+    def drop_key(self, key: str) -> None:
+        """Unstage idempotency key ``key`` (its request was refused before any effect)."""
+        pending = self._pending
+        pending.key_put = [record for record in pending.key_put if record.key != key]
 
     # ----------------------------------------------------------------- flushing
 

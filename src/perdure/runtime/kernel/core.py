@@ -27,6 +27,7 @@ from perdure.keys import Key
 from perdure.runtime.kernel.activity import ActivityTracker, SleepOwner
 from perdure.runtime.kernel.clock import Clock
 from perdure.runtime.kernel.commits import CommitPipeline, StateOwner
+from perdure.runtime.kernel.idempotency import IdempotencyKeys
 from perdure.runtime.kernel.tasks import TaskOwner
 
 if TYPE_CHECKING:
@@ -119,6 +120,7 @@ class ActorCore:
     __slots__ = (
         "_alarm_sink",
         "_alarms",
+        "_keys",
         "_logger",
         "_wake_at",
         "abort",
@@ -169,6 +171,7 @@ class ActorCore:
         self.abort = AbortSignal()
         self.tasks = TaskOwner(self)
         self._logger: logging.LoggerAdapter[logging.Logger] | None = None
+        self._keys: IdempotencyKeys | None = None  # made by the first keyed request
         # Alarms by source ("workflow", "schedule", "queue"); the earliest is the stored
         # wake_at.
         self._alarms: dict[str, int] | None = None
@@ -213,6 +216,14 @@ class ActorCore:
             }
             logger = self._logger = logging.LoggerAdapter(_log, extra)
         return logger
+
+    @property
+    def idempotency(self) -> IdempotencyKeys:
+        """The actor's keyed requests (docs/idempotency.md), made at first use."""
+        keys = self._keys
+        if keys is None:
+            keys = self._keys = IdempotencyKeys(self)
+        return keys
 
     @property
     def running(self) -> bool:

@@ -18,6 +18,7 @@ count, queue name and body, event names) before an actor is created.
 from __future__ import annotations
 
 import asyncio
+import copy
 import weakref
 from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any, Literal, overload
@@ -26,6 +27,7 @@ from perdure.handles import ActorEvent, Duration, EventGap, SendResult, Workflow
 from perdure.keys import normalize_key
 from perdure.runtime.actor.operations import ActorAddress, CallAction, SendMessage
 from perdure.runtime.dispatch.refs import ActorRef
+from perdure.runtime.kernel.idempotency import check_key as check_idempotency_key
 from perdure.runtime.local.connection import ActionRef, LocalConnection
 from perdure.runtime.local.events import follow_events
 
@@ -141,6 +143,7 @@ class LocalHandle:
         self._input = input
         self._params = params
         self._ref: ActorRef | None = None
+        self._idempotency_key: str | None = None
         # The client's connections (disposed when it closes).
         self._connections: weakref.WeakSet[LocalConnection] = weakref.WeakSet()
 
@@ -159,10 +162,20 @@ class LocalHandle:
             self._ref = await self._dispatch.resolve(address)
         return self._ref
 
+    def with_idempotency_key(self, key: str) -> LocalHandle:
+        """This handle, for sends and action calls applied at most once per ``key``
+        within the actor's retention window; a retry gets the first answer
+        (docs/idempotency.md)."""
+        handle = copy.copy(self)
+        handle._idempotency_key = check_idempotency_key(key)
+        return handle
+
     async def _perform(self, operation: Operation) -> Any:
         if self._ref is None and self._method != "get":
             # Checked before the first use can create the actor, as over the network.
             operation = self._dispatch.check(self._name, operation)
+        if self._idempotency_key is not None:
+            operation.idempotency_key = self._idempotency_key
         return await (await self._resolved()).perform(operation)
 
     async def action(self, name: str, *args: Any) -> Any:

@@ -305,6 +305,30 @@ class ActorQueue:
         await self._core.request_flush()
         self.resolve_completion(message.id, response)
 
+    @property
+    def next_id(self) -> int:
+        """The id the next message sent will get."""
+        return self._next_id
+
+    async def attach(self, message_id: int, timeout: float | None) -> QueueSendResult:
+        """Wait (up to ``timeout``) again for message ``message_id`` to be completed: a
+        retried keyed send (docs/idempotency.md). A message no longer queued was
+        completed or consumed: ``completed``, with no response (none is kept)."""
+        if message_id not in self._messages:
+            return QueueSendResult("completed")
+        completion = self._completions.get(message_id)
+        if completion is None:
+            completion = asyncio.get_running_loop().create_future()
+            self._completions[message_id] = completion
+        try:
+            async with asyncio.timeout(timeout):
+                return QueueSendResult("completed", await asyncio.shield(completion))
+        except (TimeoutError, _SenderReleased):
+            return QueueSendResult("timedOut")
+        finally:
+            if self._completions.get(message_id) is completion and completion.done():
+                del self._completions[message_id]
+
     def resolve_completion(self, message_id: int, response: Any) -> None:
         """Answer a sender waiting on ``message_id`` (if any)."""
         completion = self._completions.get(message_id)

@@ -268,6 +268,8 @@ def _request(actor_id: str, operation: Forwardable, params: Any) -> dict[str, An
         request["op"] = operation
     if params is not NO_CONNECTION:
         request["params"] = params
+    if isinstance(operation, CallAction | SendMessage) and operation.idempotency_key is not None:
+        request["key"] = operation.idempotency_key
     return request
 
 
@@ -358,7 +360,7 @@ async def _serve(ref: ActorRef, request: dict[str, Any]) -> Any:
     op = request.get("op")
     params = request.get("params", NO_CONNECTION)
     if op == "call":
-        action = CallAction(request["action"], list(request["args"]))
+        action = CallAction(request["action"], list(request["args"]), request.get("key"))
         return await ref.perform(action, params=params)
     if op == "send":
         message = SendMessage(
@@ -368,6 +370,7 @@ async def _serve(ref: ActorRef, request: dict[str, Any]) -> Any:
             request.get("timeout"),
             bool(request.get("validated")),
         )
+        message.idempotency_key = request.get("key")
         result: QueueSendResult = await ref.perform(message, params=params)
         return result.to_dict()
     if op == "admin":

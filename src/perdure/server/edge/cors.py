@@ -47,6 +47,7 @@ ALLOWED_HEADERS = (
     "x-rivet-target",
     "x-rivet-skip-ready-wait",
     "x-rivet-ray-id",
+    "idempotency-key",  # docs/idempotency.md
     "traceparent",
     "tracestate",
     "user-agent",  # the official client sets it; browsers that let it through preflight it

@@ -27,7 +27,14 @@ from perdure.protocol.messages import (
     HttpQueueSendRequest,
     HttpQueueSendResponse,
 )
-from perdure.runtime import ActorRef, ActorRuntime, CallAction, Operation, SendMessage
+from perdure.runtime import (
+    ActorRef,
+    ActorRuntime,
+    CallAction,
+    Operation,
+    SendMessage,
+    check_idempotency_key,
+)
 from perdure.server.edge.asgi import (
     ClientDisconnected,
     Receive,
@@ -173,6 +180,9 @@ class Gateway:
             if target.actor_id is None:
                 # Refused before the actor is created or woken: a bad request stores nothing.
                 todo = self.dispatch.check(target.name, todo)
+            key = header_value(scope, b"idempotency-key")
+            if key is not None:  # at most once per key (docs/idempotency.md)
+                todo.idempotency_key = check_idempotency_key(key)
             creation = self.limits.creation_gate(scope)
             actor = await resolve_target(self.dispatch, target, creation=creation)
             bind_request(scope, actor.actor_id)  # c.request, for its hooks and the action

@@ -1,0 +1,230 @@
+"""Idempotency keys of one live actor: a keyed request is applied at most once per key
+within the retention window, and every retry gets the first answer (docs/idempotency.md).
+
+A keyed request first looks for a request with the same key that this instance is still
+running, and waits for its answer; then for the key's record in the store, and replays
+its answer; only then does it run, with a :class:`Once` that writes the key's record
+into the commit pipeline beside the request's effects, so one commit carries both: after
+a ``kill -9`` either both are durable or neither is. The key space is per actor; a key
+reused for another operation or other arguments is refused (``idempotency.key_reused``).
+
+Answers are encoded maps: ``{"o": output}`` (an action's output), ``{"e": error}`` (the
+error it raised, as its caller saw it), ``{"m": id, "s": status}`` (a send: the message it added),
+``{"x": size}`` (an answer larger than :data:`MAX_ANSWER_SIZE`: applied, not kept).
+Records older than ``idempotency_retention`` do not count, and a keyed commit prunes
+them now and then (the first of an instance, then at most once a minute).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from perdure.errors import IdempotencyError, InternalError, PerdureError, RemoteError
+from perdure.schemas import to_plain
+from perdure.store.base import IdempotencyRecord
+from perdure.store.encoding import decode_value, encode_value
+
+if TYPE_CHECKING:
+    from perdure.runtime.kernel.core import ActorCore
+
+__all__ = [
+    "MAX_ANSWER_SIZE",
+    "MAX_KEY_LENGTH",
+    "IdempotencyKeys",
+    "Once",
+    "check_key",
+    "fingerprint",
+    "replay",
+]
+
+MAX_KEY_LENGTH = 256
+MAX_ANSWER_SIZE = 1_048_576  # encoded bytes; a larger answer is not kept for a retry
+_PRUNE_EVERY_MS = 60_000
+
+
+def check_key(key: Any) -> str:
+    """``key`` if it is a valid idempotency key, else ``idempotency.key_invalid``:
+    1 to 256 printable ASCII characters (what an HTTP header carries as it is)."""
+    if not isinstance(key, str) or not key:
+        raise IdempotencyError("The idempotency key is empty or not a string.")
+    if len(key) > MAX_KEY_LENGTH:
+        raise IdempotencyError(
+            f"The idempotency key is {len(key)} characters long; the limit is {MAX_KEY_LENGTH}.",
+            metadata={"length": len(key), "limit": MAX_KEY_LENGTH},
+        )
+    if not (key.isascii() and key.isprintable()):
+        raise IdempotencyError("The idempotency key must be printable ASCII.")
+    return key
+
+
+def fingerprint(*parts: Any) -> str:
+    """What a retry must repeat: the operation, its name and its arguments, hashed."""
+    try:
+        data = encode_value(to_plain(list(parts)))
+    except Exception:
+        data = repr(parts).encode()  # arguments only a process can hold (in-process calls)
+    return hashlib.sha256(data).hexdigest()[:32]
+
+
+def replay(answer: dict[str, Any]) -> Any:
+    """The output of a kept answer, or raise the error it records."""
+    if "e" in answer:
+        raise RemoteError(answer["e"])
+    if "x" in answer:
+        raise IdempotencyError(
+            "The request with this idempotency key was applied, but its answer "
+            f"({answer['x']} bytes) was too large to keep for a retry.",
+            code="answer_not_kept",
+            metadata={"size": answer["x"]},
+        )
+    return answer.get("o")
+
+
+def _error_fields(exc: BaseException) -> dict[str, Any]:
+    """An error as its remote caller sees it (private errors become internal ones)."""
+    if not (isinstance(exc, PerdureError) and exc.public):
+        exc = InternalError()
+    return {
+        "group": exc.group,
+        "code": exc.code,
+        "message": exc.message,
+        "metadata": exc.metadata,
+        "status": exc.status,
+    }
+
+
+class _Running:
+    __slots__ = ("fingerprint", "future")
+
+    def __init__(self, fingerprint: str, future: asyncio.Future[Any]) -> None:
+        self.fingerprint = fingerprint
+        self.future = future
+
+
+class Once:
+    """Writes one keyed request's record into the next commit, beside its effects."""
+
+    __slots__ = ("_fingerprint", "_key", "_keys", "staged")
+
+    def __init__(self, keys: IdempotencyKeys, key: str, fingerprint: str) -> None:
+        self._keys = keys
+        self._key = key
+        self._fingerprint = fingerprint
+        self.staged = False
+
+    def answered(self, output: Any) -> None:
+        """The action returned ``output``."""
+        try:
+            self._stage({"o": to_plain(output)})
+        except PerdureError as exc:
+            self.failed(exc)  # an output that cannot be encoded fails on the wire too
+
+    def failed(self, error: BaseException) -> None:
+        """The action raised ``error``."""
+        try:
+            self._stage({"e": _error_fields(error)})
+        except PerdureError:  # metadata that cannot be encoded
+            self._stage({"e": _error_fields(InternalError())})
+
+    def enqueued(self, message_id: int, status: str) -> None:
+        """The send is adding message ``message_id``; ``status``: what it answers when
+        it does not wait (staged before the message: both join the same commit)."""
+        self._stage({"m": message_id, "s": status})
+
+    def withdraw(self) -> None:
+        """The send was refused before it added its message: write no record."""
+        self._keys.core.commits.drop_key(self._key)
+        self.staged = False
+
+    def _stage(self, answer: dict[str, Any]) -> None:
+        keys = self._keys
+        data = encode_value(answer, what="idempotent answer")
+        if len(data) > MAX_ANSWER_SIZE:
+            data = encode_value({"x": len(data)})
+        now = keys.core.clock.now_ms()
+        record = IdempotencyRecord(self._key, self._fingerprint, now, data)
+        keys.core.commits.put_key(record, keys.prune_bound(now))
+        self.staged = True
+
+
+# A keyed request's first run, given its Once; what replays a kept answer.
+Run = Callable[["Once"], Awaitable[Any]]
+Replayed = Callable[[dict[str, Any]], Awaitable[Any]]
+
+
+class IdempotencyKeys:
+    """The keyed requests of one live actor (see the module docstring)."""
+
+    __slots__ = ("_pruned_at", "_running", "core")
+
+    def __init__(self, core: ActorCore) -> None:
+        self.core = core
+        self._running: dict[str, _Running] = {}
+        self._pruned_at: int | None = None
+
+    def prune_bound(self, now: int) -> int | None:
+        """The bound a keyed commit prunes with, if it is time to prune."""
+        if self._pruned_at is not None and now - self._pruned_at < _PRUNE_EVERY_MS:
+            return None
+        self._pruned_at = now
+        return now - self._retention_ms()
+
+    def _retention_ms(self) -> int:
+        return int(self.core.options.idempotency_retention * 1000)
+
+    async def perform(self, key: str, fingerprint: str, run: Run, replayed: Replayed) -> Any:
+        """Run the request keyed ``key`` (``run``, given the :class:`Once` that records
+        it) unless it ran already: then wait for its answer, or give its kept answer
+        to ``replayed``."""
+        while (running := self._running.get(key)) is not None:
+            _same(key, running.fingerprint, fingerprint)
+            try:
+                return await asyncio.shield(running.future)
+            except asyncio.CancelledError:
+                if not running.future.cancelled():
+                    raise  # this caller was cancelled, not the first request
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._running[key] = _Running(fingerprint, future)
+        try:
+            result = await self._first(key, fingerprint, run, replayed)
+        except asyncio.CancelledError:
+            future.cancel()
+            raise
+        except BaseException as exc:
+            future.set_exception(exc)
+            future.exception()  # retrieved: a request nobody else waited for is fine
+            raise
+        else:
+            future.set_result(result)
+            return result
+        finally:
+            del self._running[key]
+
+    async def _first(self, key: str, fingerprint: str, run: Run, replayed: Replayed) -> Any:
+        core = self.core
+        record = await core.store.load_idempotency(core.actor_id, key)
+        if record is not None and record.created_at >= core.clock.now_ms() - self._retention_ms():
+            _same(key, record.fingerprint, fingerprint)
+            return await replayed(decode_value(record.answer))
+        once = Once(self, key, fingerprint)
+        try:
+            return await run(once)
+        except BaseException:
+            if once.staged:
+                # An action that raised answers before its flush is durable: the
+                # record must be, before a retry may look for it.
+                await asyncio.gather(core.commits.request_flush(), return_exceptions=True)
+            raise
+
+
+def _same(key: str, first: str, this: str) -> None:
+    if first != this:
+        raise IdempotencyError(
+            f"The idempotency key `{key}` was first used for another operation or other "
+            "arguments; use a new key for a new request.",
+            code="key_reused",
+            metadata={"key": key},
+        )
