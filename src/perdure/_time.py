@@ -21,13 +21,16 @@ import logging
 import math
 from typing import Any
 
-from perdure.errors import ArgumentError
+from perdure.errors import ArgumentError, QueueError
 
 __all__ = [
+    "MAX_SEND_DELAY",
     "datetime_from_ms",
     "duration_seconds",
     "instant_ms",
     "optional_duration",
+    "send_delay",
+    "send_due_at",
     "utc_datetime",
     "warn_if_epoch_seconds",
     "warn_if_milliseconds",
@@ -144,3 +147,61 @@ def utc_datetime(value: int) -> _dt.datetime:
 def datetime_from_ms(value: int | None) -> _dt.datetime | None:
     """Epoch milliseconds as an aware UTC ``datetime`` (``None`` stays ``None``)."""
     return None if value is None else utc_datetime(value)
+
+
+# How far ahead a delayed send may be due (docs/queues.md, "Delayed sends"): a year.
+MAX_SEND_DELAY = 365 * 86400.0
+_MAX_SEND_DELAY_MS = int(MAX_SEND_DELAY * 1000)
+
+
+def send_delay(
+    delay: object, at: object, *, wait: bool, call: str = "send()"
+) -> tuple[float | None, int | None]:
+    """A send's ``delay`` (seconds or ``timedelta``) and ``at`` (aware ``datetime`` or
+    epoch ms) checked, as ``(seconds, epoch ms)``; at most one is given, and a delayed
+    send does not wait. Errors are ``queue.*`` (400 over HTTP): ``delay_and_at``,
+    ``delayed_wait``, ``invalid_delay`` (not a duration or an instant, negative, beyond
+    :data:`MAX_SEND_DELAY`)."""
+    if delay is None and at is None:
+        return None, None
+    if delay is not None and at is not None:
+        raise QueueError(f"{call}: give `delay` or `at`, not both.", code="delay_and_at")
+    if wait:
+        raise QueueError(
+            f"{call}: a delayed send cannot wait for its completion (wait=True); send "
+            "without waiting, or wait for the outcome in a workflow.",
+            code="delayed_wait",
+        )
+    try:
+        if delay is not None:
+            seconds = duration_seconds(delay, f"{call} delay")
+            if seconds > MAX_SEND_DELAY:
+                raise _too_far(call)
+            return seconds, None
+        ms = instant_ms(at, f"{call} at")
+    except ArgumentError as exc:
+        raise QueueError(exc.message, code="invalid_delay") from None
+    if ms < 0:
+        raise QueueError(
+            f"{call} at must be a moment after 1970, not {at!r}.", code="invalid_delay"
+        )
+    return None, ms
+
+
+def send_due_at(delay: float | None, at: int | None, now: int, call: str = "send()") -> int | None:
+    """When a send checked by :func:`send_delay` becomes visible (epoch ms); ``None``:
+    at once (no delay, or a moment already past)."""
+    if delay is None and at is None:
+        return None
+    due = at if at is not None else now + math.ceil((delay or 0.0) * 1000)
+    if due - now > _MAX_SEND_DELAY_MS:
+        raise _too_far(call)
+    return due if due > now else None
+
+
+def _too_far(call: str) -> QueueError:
+    return QueueError(
+        f"{call}: a message may be delayed by at most {MAX_SEND_DELAY / 86400:g} days.",
+        code="invalid_delay",
+        metadata={"max_delay": MAX_SEND_DELAY},
+    )

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, Literal, Protocol, Self, TypeAlias, TypedDict, overload
 
 from perdure._time import optional_duration
@@ -37,6 +37,7 @@ __all__ = [
     "Duration",
     "EventGap",
     "Handle",
+    "Instant",
     "SendResult",
     "SyncAccessor",
     "SyncClient",
@@ -48,6 +49,9 @@ __all__ = [
 
 Duration: TypeAlias = float | timedelta
 """A duration: seconds, or a :class:`~datetime.timedelta`."""
+
+Instant: TypeAlias = datetime | int
+"""An instant: a timezone-aware :class:`~datetime.datetime`, or epoch milliseconds."""
 
 
 def seconds(duration: Duration | None, what: str = "timeout") -> float | None:
@@ -197,6 +201,8 @@ class Handle(Protocol):
         *,
         wait: Literal[False] = False,
         timeout: Duration | None = None,
+        delay: Duration | None = None,
+        at: Instant | None = None,
     ) -> None: ...
 
     @overload
@@ -205,10 +211,20 @@ class Handle(Protocol):
     ) -> SendResult: ...
 
     async def send(
-        self, queue: str, body: Any, *, wait: bool = False, timeout: Duration | None = None
+        self,
+        queue: str,
+        body: Any,
+        *,
+        wait: bool = False,
+        timeout: Duration | None = None,
+        delay: Duration | None = None,
+        at: Instant | None = None,
     ) -> SendResult | None:
         """Send ``body`` to queue ``queue`` (durable on return). With ``wait``, wait up
-        to ``timeout`` for the receiver to complete it: a :class:`SendResult`."""
+        to ``timeout`` for the receiver to complete it: a :class:`SendResult`. With
+        ``delay`` (a duration) or ``at`` (an aware ``datetime`` or epoch ms) the message
+        is stored now and received only from then on (docs/queues.md, "Delayed sends");
+        a delayed send cannot wait."""
         ...
 
     def events(
@@ -310,6 +326,8 @@ class SyncHandle(Protocol):
         *,
         wait: Literal[False] = False,
         timeout: Duration | None = None,
+        delay: Duration | None = None,
+        at: Instant | None = None,
     ) -> None: ...
 
     @overload
@@ -318,7 +336,14 @@ class SyncHandle(Protocol):
     ) -> SendResult: ...
 
     def send(
-        self, queue: str, body: Any, *, wait: bool = False, timeout: Duration | None = None
+        self,
+        queue: str,
+        body: Any,
+        *,
+        wait: bool = False,
+        timeout: Duration | None = None,
+        delay: Duration | None = None,
+        at: Instant | None = None,
     ) -> SendResult | None: ...
 
     def events(

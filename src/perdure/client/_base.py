@@ -22,14 +22,16 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeAlias, TypeVar, cast
 from urllib.parse import quote, unquote, urlencode, urlsplit, urlunsplit
 
+from perdure._time import send_delay
 from perdure.client._errors import ActorError, TransportError
 from perdure.errors import InvalidRequest, PerdureError
-from perdure.handles import Duration, SendResult, seconds
+from perdure.handles import Duration, Instant, SendResult, seconds
 from perdure.keys import Key, normalize_key, serialize_key
 from perdure.protocol import codec
 from perdure.protocol.messages import (
@@ -342,16 +344,27 @@ def queue_call(
     *,
     wait: bool,
     timeout: Duration | None,
+    delay: Duration | None = None,
+    at: Instant | None = None,
 ) -> HttpCall[QueueResult | None]:
-    """``POST /queue/{name}`` with ``{body, name, wait[, timeout ms]}``.
+    """``POST /queue/{name}`` with ``{body, name, wait[, timeout ms][, delay ms | at ms]}``.
 
     Without ``wait`` the result is ``None`` (the message is durably enqueued); with it,
     a :class:`~perdure.handles.SendResult` (``status`` ``"completed"`` or ``"timedOut"``,
-    ``response``). ``timeout`` is seconds or a ``timedelta``.
+    ``response``). ``timeout`` is seconds or a ``timedelta``. ``delay``/``at``: a delayed
+    send (perdure's extension of the body; checked here, before anything is sent).
     """
     wait_seconds = seconds(timeout, "send() timeout")
     timeout_ms = None if wait_seconds is None else round(wait_seconds * 1000)
-    message = HttpQueueSendRequest(body=body, name=name, wait=wait, timeout=timeout_ms)
+    delay_s, at_ms = send_delay(delay, at, wait=wait)
+    message = HttpQueueSendRequest(
+        body=body,
+        name=name,
+        wait=wait,
+        timeout=timeout_ms,
+        delay=None if delay_s is None else math.ceil(delay_s * 1000),
+        at=at_ms,
+    )
     content = _encode_http(message, config)
     http_timeout = config.timeout
     if wait and http_timeout is not None:

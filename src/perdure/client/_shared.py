@@ -38,7 +38,7 @@ from perdure.client._base import (
 )
 from perdure.client._errors import ConnectionDisposed, TransportError, TransportTimeout
 from perdure.client._frames import user_agent
-from perdure.handles import Duration, WorkflowStatus
+from perdure.handles import Duration, Instant, WorkflowStatus
 
 # The built-in action that answers a workflow actor's status (over every transport).
 WORKFLOW_ACTION = "$workflow"
@@ -219,11 +219,26 @@ class HandleBase(Generic[ClientT]):
         return action_call(self._client.config, self._target, name, args, self._params)
 
     def _queue_call(
-        self, name: str, body: Any, *, wait: bool, timeout: Duration | None
+        self,
+        name: str,
+        body: Any,
+        *,
+        wait: bool,
+        timeout: Duration | None,
+        delay: Duration | None = None,
+        at: Instant | None = None,
     ) -> HttpCall[QueueResult | None]:
         config = self._client.config
         return queue_call(
-            config, self._target, name, body, self._params, wait=wait, timeout=timeout
+            config,
+            self._target,
+            name,
+            body,
+            self._params,
+            wait=wait,
+            timeout=timeout,
+            delay=delay,
+            at=at,
         )
 
     def _status_call(self) -> HttpCall[WorkflowStatus]:

@@ -43,7 +43,7 @@ from perdure.client._connstate import Call
 from perdure.client._errors import ActorError
 from perdure.client._frames import encode_frame
 from perdure.client._shared import AccessorBase, ActionAttributes, ClientBase, HandleBase, reply_of
-from perdure.handles import ActorEvent, Duration, EventGap, WorkflowStatus, seconds
+from perdure.handles import ActorEvent, Duration, EventGap, Instant, WorkflowStatus, seconds
 from perdure.protocol.messages import ToServer
 from perdure.protocol.resume import check_since
 
@@ -160,7 +160,14 @@ class AsyncActorHandle(HandleBase[AsyncClient], ActionAttributes[Awaitable[Any]]
 
     @overload
     async def send(
-        self, name: str, body: Any, *, wait: Literal[False] = False, timeout: Duration | None = None
+        self,
+        name: str,
+        body: Any,
+        *,
+        wait: Literal[False] = False,
+        timeout: Duration | None = None,
+        delay: Duration | None = None,
+        at: Instant | None = None,
     ) -> None: ...
 
     @overload
@@ -169,15 +176,28 @@ class AsyncActorHandle(HandleBase[AsyncClient], ActionAttributes[Awaitable[Any]]
     ) -> QueueResult: ...
 
     async def send(
-        self, name: str, body: Any, *, wait: bool = False, timeout: Duration | None = None
+        self,
+        name: str,
+        body: Any,
+        *,
+        wait: bool = False,
+        timeout: Duration | None = None,
+        delay: Duration | None = None,
+        at: Instant | None = None,
     ) -> QueueResult | None:
         """Send ``body`` to the actor's queue ``name`` (durably enqueued on return).
 
         With ``wait=True`` wait until the message is completed or ``timeout`` (seconds
         or a ``timedelta``) passes: a :class:`~perdure.handles.SendResult` with
         ``status`` ``"completed"`` or ``"timedOut"`` and the ``response``.
+
+        With ``delay`` (seconds or a ``timedelta``) or ``at`` (an aware ``datetime`` or
+        epoch ms) the message is stored now and received from then on (docs/queues.md,
+        "Delayed sends"); a delayed send cannot wait.
         """
-        return await self._client._perform(self._queue_call(name, body, wait=wait, timeout=timeout))
+        return await self._client._perform(
+            self._queue_call(name, body, wait=wait, timeout=timeout, delay=delay, at=at)
+        )
 
     async def workflow_status(self) -> WorkflowStatus:
         """The actor's workflow status ``{status, error, output}`` (``$workflow``)."""

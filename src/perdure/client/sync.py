@@ -45,7 +45,7 @@ from perdure.client._connstate import Call
 from perdure.client._errors import ActorError
 from perdure.client._frames import OPEN_TIMEOUT, encode_frame
 from perdure.client._shared import AccessorBase, ActionAttributes, ClientBase, HandleBase, reply_of
-from perdure.handles import ActorEvent, Duration, EventGap, WorkflowStatus, seconds
+from perdure.handles import ActorEvent, Duration, EventGap, Instant, WorkflowStatus, seconds
 from perdure.protocol.messages import ToServer
 from perdure.protocol.resume import check_since
 
@@ -119,7 +119,14 @@ class ActorHandle(HandleBase[Client], ActionAttributes[Any]):
 
     @overload
     def send(
-        self, name: str, body: Any, *, wait: Literal[False] = False, timeout: Duration | None = None
+        self,
+        name: str,
+        body: Any,
+        *,
+        wait: Literal[False] = False,
+        timeout: Duration | None = None,
+        delay: Duration | None = None,
+        at: Instant | None = None,
     ) -> None: ...
 
     @overload
@@ -128,11 +135,20 @@ class ActorHandle(HandleBase[Client], ActionAttributes[Any]):
     ) -> QueueResult: ...
 
     def send(
-        self, name: str, body: Any, *, wait: bool = False, timeout: Duration | None = None
+        self,
+        name: str,
+        body: Any,
+        *,
+        wait: bool = False,
+        timeout: Duration | None = None,
+        delay: Duration | None = None,
+        at: Instant | None = None,
     ) -> QueueResult | None:
         """Send ``body`` to the actor's queue ``name``; see
         :meth:`perdure.client.AsyncActorHandle.send`."""
-        return self._client._perform(self._queue_call(name, body, wait=wait, timeout=timeout))
+        return self._client._perform(
+            self._queue_call(name, body, wait=wait, timeout=timeout, delay=delay, at=at)
+        )
 
     def workflow_status(self) -> WorkflowStatus:
         """The actor's workflow status ``{status, error, output}`` (``$workflow``)."""

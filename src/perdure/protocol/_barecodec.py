@@ -241,6 +241,13 @@ def _write_queue_send_request(writer: BareWriter, msg: HttpQueueSendRequest) -> 
     writer.optional(msg.timeout is not None)
     if msg.timeout is not None:
         writer.u64(msg.timeout)
+    if msg.delay is not None or msg.at is not None:
+        # perdure's extension (a delayed send) follows the official fields, only when
+        # given: the official client's bytes stay the same.
+        for value in (msg.delay, msg.at):
+            writer.optional(value is not None)
+            if value is not None:
+                writer.u64(value)
 
 
 def _write_queue_send_response(writer: BareWriter, msg: HttpQueueSendResponse) -> None:
@@ -270,7 +277,13 @@ def _read_queue_send_request(reader: BareReader) -> HttpQueueSendRequest:
     name = reader.string("HttpQueueSendRequest.name") if reader.optional("name") else None
     wait = reader.boolean("HttpQueueSendRequest.wait") if reader.optional("wait") else False
     timeout = reader.u64("HttpQueueSendRequest.timeout") if reader.optional("timeout") else None
-    return HttpQueueSendRequest(body=body, name=name, wait=wait, timeout=timeout)
+    delay = at = None
+    if reader.remaining():  # perdure's extension: a delayed send
+        delay = reader.u64("HttpQueueSendRequest.delay") if reader.optional("delay") else None
+        at = reader.u64("HttpQueueSendRequest.at") if reader.optional("at") else None
+    return HttpQueueSendRequest(
+        body=body, name=name, wait=wait, timeout=timeout, delay=delay, at=at
+    )
 
 
 def _read_queue_send_response(reader: BareReader) -> HttpQueueSendResponse:

@@ -84,7 +84,7 @@ def _u64(value: int, what: str) -> bytes:
 _FIELD_NAMES = (
     "body", "tag", "val", "id", "name", "args", "output", "actorId", "connectionId",
     "group", "code", "message", "metadata", "actor", "actionId", "generation", "key",
-    "eventName", "subscribe", "status", "response", "wait", "timeout",
+    "eventName", "subscribe", "status", "response", "wait", "timeout", "delay", "at",
 )  # fmt: skip
 _K = {name: _text(name) for name in _FIELD_NAMES}
 
@@ -204,6 +204,10 @@ def _queue_send_request(msg: HttpQueueSendRequest) -> bytes:
     entries += [_K["wait"], _TRUE if msg.wait else _FALSE]
     if msg.timeout is not None:
         entries += [_K["timeout"], encode_cbor_value(msg.timeout, "queue timeout")]
+    if msg.delay is not None:
+        entries += [_K["delay"], encode_cbor_value(msg.delay, "queue delay")]
+    if msg.at is not None:
+        entries += [_K["at"], encode_cbor_value(msg.at, "queue at")]
     return _map(*entries)
 
 

@@ -177,6 +177,10 @@ def _queue_send_request(msg: HttpQueueSendRequest) -> dict[str, Any]:
     out["wait"] = msg.wait
     if msg.timeout is not None:
         out["timeout"] = msg.timeout
+    if msg.delay is not None:
+        out["delay"] = msg.delay
+    if msg.at is not None:
+        out["at"] = msg.at
     return out
 
 

@@ -254,6 +254,8 @@ def _http_queue_send_request(obj: dict[Any, Any], revive: Reviver) -> HttpQueueS
         name=_optional_str(obj, "name", what),
         wait=wait is True,
         timeout=_optional_uint(obj, "timeout", what),
+        delay=_optional_uint(obj, "delay", what),
+        at=_optional_uint(obj, "at", what),
     )
 
 

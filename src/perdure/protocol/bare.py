@@ -161,6 +161,10 @@ class BareReader:
             self._pos -= len(raw) - exc.start
             self.fail(f"{reading} is not valid UTF-8")
 
+    def remaining(self) -> int:
+        """How many bytes of the input are left to read."""
+        return len(self._data) - self._pos
+
     def end(self) -> None:
         """Check that the whole input was consumed."""
         left = len(self._data) - self._pos

@@ -155,12 +155,18 @@ class HttpQueueSendRequest:
     ``wait`` asks the server to hold the response until the message is completed (or
     ``timeout`` milliseconds pass). ``name`` repeats the queue name of the URL; the
     official client always sends it.
+
+    ``delay`` (milliseconds) or ``at`` (epoch milliseconds) make it a delayed send: a
+    perdure extension (docs/queues.md, "Delayed sends"), sent only when given, so the
+    official client's bodies are unchanged. In BARE they follow the official fields.
     """
 
     body: Any
     name: str | None = None
     wait: bool = False
     timeout: int | None = None
+    delay: int | None = None
+    at: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

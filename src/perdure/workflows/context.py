@@ -21,7 +21,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from perdure._names import check_keywords, keyword_names, keywords_checked
-from perdure._time import duration_seconds, instant_ms, optional_duration, utc_datetime
+from perdure._time import (
+    duration_seconds,
+    instant_ms,
+    optional_duration,
+    send_delay,
+    utc_datetime,
+)
 from perdure.errors import ArgumentError, StepContextExpired
 from perdure.queue_message import QueueMessage
 
@@ -504,13 +510,22 @@ class _StepQueue:
     def __init__(self, step: StepContext) -> None:
         self._step = step
 
-    async def send(self, name: str, body: Any) -> None:
-        """Enqueue a message; it becomes durable with the step's commit."""
+    async def send(
+        self,
+        name: str,
+        body: Any,
+        *,
+        delay: float | _dt.timedelta | None = None,
+        at: _dt.datetime | int | None = None,
+    ) -> None:
+        """Enqueue a message; it becomes durable with the step's commit. ``delay`` or
+        ``at``: a delayed send, received from then on (docs/queues.md)."""
         self._step._check("queue.send")
+        seconds, at_ms = send_delay(delay, at, wait=False, call="ctx.queue.send()")
         host = self._step._host
         span = host.observer.queue_send(host, name)  # counted like any other send
         try:
-            host.require_queue().enqueue(name, body)
+            host.require_queue().enqueue(name, body, delay=seconds, at=at_ms)
         except BaseException as exc:
             if span is not None:
                 span.end(exc)

@@ -398,7 +398,9 @@ class _CheckQueue:
     def message_body(self, name: str, plain: Any) -> Any:
         return self._definition.message_body(name, plain)
 
-    def enqueue(self, name: str, body: Any) -> object:
+    def enqueue(
+        self, name: str, body: Any, *, delay: float | None = None, at: int | None = None
+    ) -> object:
         raise Frontier("would send a message")
 
 

@@ -130,8 +130,11 @@ class MessageQueue(Protocol):
         """A stored message body as receivers get it (the queue's schema type, if any)."""
         ...
 
-    def enqueue(self, name: str, body: Any) -> object:
-        """Validate and stage a new message (durable with the next commit)."""
+    def enqueue(
+        self, name: str, body: Any, *, delay: float | None = None, at: int | None = None
+    ) -> object:
+        """Validate and stage a new message (durable with the next commit); ``delay``
+        seconds or ``at`` epoch ms: hidden from receivers until then."""
         ...
 
 

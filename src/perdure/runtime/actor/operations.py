@@ -84,13 +84,16 @@ class CallAction:
 @dataclass(slots=True)
 class SendMessage:
     """Send ``body`` to queue ``queue``; with ``wait``, wait (up to ``timeout`` seconds)
-    for the receiver to complete it. ``validated``: the body has been checked already."""
+    for the receiver to complete it. ``validated``: the body has been checked already.
+    ``delay`` (seconds) or ``at`` (epoch ms): a delayed send, hidden until due."""
 
     queue: str
     body: Any
     wait: bool = False
     timeout: float | None = None
     validated: bool = False
+    delay: float | None = None
+    at: int | None = None
     idempotency_key: str | None = None  # at most once per key (docs/idempotency.md)
 
 
@@ -229,6 +232,8 @@ async def _send(
             wait=message.wait,
             timeout=message.timeout,
             validated=message.validated,
+            delay=message.delay,
+            at=message.at,
         )
     except BaseException:
         if once is not None and queue.next_id == staged:

@@ -240,6 +240,8 @@ def _message(message: QueueMessageRecord, held: bool) -> dict[str, Any]:
         "held": held,
         "attempts": message.attempts,
         "visible_at": message.visible_at,
+        # A delayed send not delivered yet (docs/queues.md): when receivers may see it.
+        "due_at": message.visible_at if message.attempts == 0 else None,
     }
 
 

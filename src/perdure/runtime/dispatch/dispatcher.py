@@ -91,7 +91,8 @@ class ActorDispatch:
                 definition.find_action(operation.action, len(operation.args))
             return operation
         body = definition.validate_message(operation.queue, operation.body)
-        return SendMessage(operation.queue, body, operation.wait, operation.timeout, True)
+        op = operation
+        return SendMessage(op.queue, body, op.wait, op.timeout, True, op.delay, op.at)
 
     async def resolve(self, address: ActorAddress) -> ActorRef:
         """The ref of the actor ``address`` names (creating it for getOrCreate/create)."""

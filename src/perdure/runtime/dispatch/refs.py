@@ -119,12 +119,13 @@ class ActorRef:
         wait: bool = False,
         timeout: float | None = None,
         params: Any = NO_CONNECTION,
+        delay: float | None = None,
+        at: int | None = None,
     ) -> QueueSendResult:
         """Send a durable queue message (returns once it is durable and, with ``wait``,
-        completed or timed out)."""
-        result: QueueSendResult = await self.perform(
-            SendMessage(queue, body, wait, timeout), params=params
-        )
+        completed or timed out). ``delay`` seconds or ``at`` (epoch ms): delayed."""
+        message = SendMessage(queue, body, wait, timeout, delay=delay, at=at)
+        result: QueueSendResult = await self.perform(message, params=params)
         return result
 
     async def connect(self, params: Any, transport: Transport) -> ConnectionRef | RemoteConnection:

@@ -23,7 +23,16 @@ import weakref
 from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any, Literal, overload
 
-from perdure.handles import ActorEvent, Duration, EventGap, SendResult, WorkflowStatus, seconds
+from perdure._time import send_delay
+from perdure.handles import (
+    ActorEvent,
+    Duration,
+    EventGap,
+    Instant,
+    SendResult,
+    WorkflowStatus,
+    seconds,
+)
 from perdure.keys import normalize_key
 from perdure.runtime.actor.operations import ActorAddress, CallAction, SendMessage
 from perdure.runtime.dispatch.refs import ActorRef
@@ -190,6 +199,8 @@ class LocalHandle:
         *,
         wait: Literal[False] = False,
         timeout: Duration | None = None,
+        delay: Duration | None = None,
+        at: Instant | None = None,
     ) -> None: ...
 
     @overload
@@ -198,12 +209,23 @@ class LocalHandle:
     ) -> SendResult: ...
 
     async def send(
-        self, queue: str, body: Any, *, wait: bool = False, timeout: Duration | None = None
+        self,
+        queue: str,
+        body: Any,
+        *,
+        wait: bool = False,
+        timeout: Duration | None = None,
+        delay: Duration | None = None,
+        at: Instant | None = None,
     ) -> SendResult | None:
         """Send a durable message to ``queue`` (durable on return). With ``wait``, wait
         up to ``timeout`` (seconds or a ``timedelta``) until the receiver completes it:
-        a :class:`~perdure.handles.SendResult` (``completed`` or ``timedOut``)."""
-        message = SendMessage(queue, body, wait, seconds(timeout, "send() timeout"))
+        a :class:`~perdure.handles.SendResult` (``completed`` or ``timedOut``).
+        ``delay``/``at``: a delayed send (docs/queues.md, "Delayed sends")."""
+        delay_s, at_ms = send_delay(delay, at, wait=wait)
+        message = SendMessage(
+            queue, body, wait, seconds(timeout, "send() timeout"), delay=delay_s, at=at_ms
+        )
         result = await self._perform(message)
         return SendResult(result.status, result.response) if wait else None
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from perdure._names import keywords_checked
-from perdure._time import optional_duration
+from perdure._time import optional_duration, send_delay, send_due_at
 from perdure.errors import ActorAborted, QueueError
 from perdure.queue_message import QueueMessage
 from perdure.runtime.kernel.clock import wait_first
@@ -38,9 +38,11 @@ __all__ = ["ActorQueue", "QueueMessage", "QueueSendResult"]
 
 @dataclass(frozen=True, slots=True)
 class QueueSendResult:
-    """What a waiting sender gets: ``completed`` with the receiver's response, or ``timedOut``."""
+    """What a waiting sender gets: ``completed`` with the receiver's response, or
+    ``timedOut``; a send that does not wait gets ``completed`` (enqueued), or ``queued``
+    when it is delayed (hidden until due)."""
 
-    status: Literal["completed", "timedOut"]
+    status: Literal["completed", "timedOut", "queued"]
     response: Any = None
 
     def to_dict(self) -> dict[str, Any]:
@@ -92,9 +94,20 @@ class ActorQueue:
 
     # ------------------------------------------------------------------ sending
 
-    def enqueue(self, name: str, body: Any, *, validated: bool = False) -> QueueMessageRecord:
+    def enqueue(
+        self,
+        name: str,
+        body: Any,
+        *,
+        validated: bool = False,
+        delay: float | None = None,
+        at: int | None = None,
+    ) -> QueueMessageRecord:
         """Add a message; it is durable with the actor's next flush. ``validated``: the
-        caller has already checked it with ``definition.validate_message``."""
+        caller has already checked it with ``definition.validate_message``. ``delay``
+        (seconds) or ``at`` (epoch ms), checked by ``send_delay``: the message stays
+        hidden until then (its ``visible_at``; the queue's alarm wakes the actor)."""
+        due = None if delay is None and at is None else self._due(delay, at)
         if not validated:
             body = self._core.definition.validate_message(name, body)
         options = self._core.options
@@ -118,12 +131,21 @@ class ActorQueue:
         # The sender's trace context goes with the message, so that its consumer is
         # traced in the sender's trace, after a restart too (docs/tracing.md).
         trace = observer.trace_carrier() if observer.traces else None
-        record = QueueMessageRecord(self._next_id, name, data, self._core.clock.now_ms(), trace)
+        now = self._core.clock.now_ms()
+        record = QueueMessageRecord(self._next_id, name, data, now, trace, visible_at=due)
         self._next_id += 1
         self._messages[record.id] = record
         self._core.commits.put_message(record, self._next_id)
-        self.wake_waiters(name)
+        if due is None:
+            self.wake_waiters(name)
+        else:
+            self.leases.rearm()  # the alarm (and timer) of the earliest hidden message
         return record
+
+    def _due(self, delay: float | None, at: int | None) -> int | None:
+        """When a delayed send becomes visible (``None``: at once)."""
+        delay, at = send_delay(delay, at, wait=False)
+        return send_due_at(delay, at, self._core.clock.now_ms())
 
     async def send(
         self,
@@ -133,13 +155,18 @@ class ActorQueue:
         wait: bool = False,
         timeout: float | None = None,
         validated: bool = False,
+        delay: float | None = None,
+        at: int | None = None,
     ) -> QueueSendResult:
-        """Enqueue durably; with ``wait`` also wait (up to ``timeout``) for ``complete()``."""
+        """Enqueue durably; with ``wait`` also wait (up to ``timeout``) for ``complete()``.
+        ``delay``/``at``: a delayed send (``queued``), which cannot wait."""
+        if delay is not None or at is not None:
+            delay, at = send_delay(delay, at, wait=wait)
         span = self._core.observer.queue_send(self._core, name)
         if span is None:
-            return await self._send(name, body, wait, timeout, validated)
+            return await self._send(name, body, wait, timeout, validated, delay, at)
         try:
-            result = await self._send(name, body, wait, timeout, validated)
+            result = await self._send(name, body, wait, timeout, validated, delay, at)
         except BaseException as exc:
             span.end(exc)
             raise
@@ -147,16 +174,23 @@ class ActorQueue:
         return result
 
     async def _send(
-        self, name: str, body: Any, wait: bool, timeout: float | None, validated: bool
+        self,
+        name: str,
+        body: Any,
+        wait: bool,
+        timeout: float | None,
+        validated: bool,
+        delay: float | None,
+        at: int | None,
     ) -> QueueSendResult:
-        record = self.enqueue(name, body, validated=validated)
+        record = self.enqueue(name, body, validated=validated, delay=delay, at=at)
         completion: asyncio.Future[Any] | None = None
         if wait:
             completion = asyncio.get_running_loop().create_future()
             self._completions[record.id] = completion
         await self._core.request_flush()
         if completion is None:
-            return QueueSendResult("completed")
+            return QueueSendResult("completed" if record.visible_at is None else "queued")
         try:
             async with asyncio.timeout(timeout):
                 response = await asyncio.shield(completion)
@@ -371,9 +405,20 @@ class QueueReceiver:
         self._queue = queue
         self._core = queue.core
 
-    async def send(self, name: str, body: Any) -> None:
-        """Enqueue a message durably (does not wait for processing)."""
-        await self._queue.send(name, body)
+    @keywords_checked("c.queue.send()")
+    async def send(
+        self,
+        name: str,
+        body: Any,
+        *,
+        delay: float | _dt.timedelta | None = None,
+        at: _dt.datetime | int | None = None,
+    ) -> None:
+        """Enqueue a message durably (does not wait for processing). ``delay`` (seconds
+        or ``timedelta``) or ``at`` (aware ``datetime`` or epoch ms): receivers see it
+        only from then on (docs/queues.md, "Delayed sends")."""
+        seconds, at_ms = send_delay(delay, at, wait=False, call="c.queue.send()")
+        await self._queue.send(name, body, delay=seconds, at=at_ms)
 
     def size(self) -> int:
         """How many messages are queued (including received-but-uncompleted ones)."""

@@ -78,6 +78,10 @@ _SCHEMAS: dict[str, Any] = {
                 **_MS_OR_NULL,
                 "description": "Hidden until then (leased, or given back with a delay).",
             },
+            "due_at": {
+                **_MS_OR_NULL,
+                "description": "A delayed send: received from then on (null: not delayed).",
+            },
         }
     ),
     "DeadLetter": _object(
@@ -287,12 +291,24 @@ def _paths() -> dict[str, Any]:
             ],
             "post": _operation(
                 "Send a durable queue message.",
-                _json(_object({"status": {"enum": ["completed", "timedOut"]}, "response": _ANY})),
+                _json(
+                    _object(
+                        {"status": {"enum": ["completed", "timedOut", "queued"]}, "response": _ANY}
+                    )
+                ),
                 body=_object(
                     {
                         "body": _ANY,
                         "wait": {"type": "boolean"},
                         "timeout": {"type": ["number", "null"]},
+                        "delay": {
+                            "type": ["number", "null"],
+                            "description": "Seconds: a delayed send (answered `queued`).",
+                        },
+                        "at": {
+                            **_MS_OR_NULL,
+                            "description": "A delayed send: received from this moment on.",
+                        },
                     },
                     required=False,
                 ),

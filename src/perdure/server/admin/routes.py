@@ -24,6 +24,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
+from perdure._time import send_delay
 from perdure.errors import ActorNotFound, InvalidRequest
 from perdure.protocol.values import from_json_value
 from perdure.runtime import (
@@ -159,7 +160,8 @@ class _AdminApi:
         return json_response({"output": shown(output)})
 
     async def send(self, request: Request) -> Response:
-        """``POST /admin/actors/{id}/queues/{queue}`` ``{"body", "wait", "timeout"}``."""
+        """``POST /admin/actors/{id}/queues/{queue}`` ``{"body", "wait", "timeout"}``,
+        and ``delay`` (seconds) or ``at`` (epoch ms) for a delayed send."""
         actor_id = request.path_params["actor_id"]
         body = await self._body(request)
         wait = body.get("wait", False)
@@ -172,12 +174,15 @@ class _AdminApi:
             raise InvalidRequest(
                 "`timeout` must be seconds (a number ≥ 0).", code="invalid_timeout"
             )
+        delay, at = send_delay(body.get("delay"), body.get("at"), wait=wait)
         name = await self._name_of(actor_id)
         message = SendMessage(
             request.path_params["queue"],
             from_json_value(body.get("body"), "body"),
             wait,
             None if timeout is None else float(timeout),
+            delay=delay,
+            at=at,
         )
         checked = self.dispatch.check(name, message)
         result = await self.dispatch.ref(actor_id).perform(checked)

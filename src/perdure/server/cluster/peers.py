@@ -262,6 +262,8 @@ def _request(actor_id: str, operation: Forwardable, params: Any) -> dict[str, An
             timeout=operation.timeout,
             validated=operation.validated,
         )
+        if operation.delay is not None or operation.at is not None:
+            request.update(delay=operation.delay, at=operation.at)
     elif isinstance(operation, Administer):
         request.update(op="admin", kind=operation.kind, argument=operation.argument)
     else:
@@ -369,6 +371,8 @@ async def _serve(ref: ActorRef, request: dict[str, Any]) -> Any:
             bool(request.get("wait")),
             request.get("timeout"),
             bool(request.get("validated")),
+            delay=request.get("delay"),
+            at=request.get("at"),
         )
         message.idempotency_key = request.get("key")
         result: QueueSendResult = await ref.perform(message, params=params)

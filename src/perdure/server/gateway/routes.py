@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from perdure._time import send_delay
 from perdure.errors import InvalidRequest, MethodNotAllowed, RouteNotFound
 from perdure.protocol.codec import Encoding, content_type, decode_http, encode_http, parse_encoding
 from perdure.protocol.messages import (
@@ -151,7 +152,9 @@ class Gateway:
     ) -> None:
         def operation(request: HttpQueueSendRequest) -> Operation:
             timeout = None if request.timeout is None else request.timeout / 1000
-            return SendMessage(queue, request.body, request.wait, timeout)
+            delay = None if request.delay is None else request.delay / 1000
+            delay, at = send_delay(delay, request.at, wait=request.wait)
+            return SendMessage(queue, request.body, request.wait, timeout, delay=delay, at=at)
 
         def reply(result: Any) -> HttpMessage:
             return HttpQueueSendResponse(result.status, result.response)

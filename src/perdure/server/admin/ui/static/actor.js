@@ -107,9 +107,11 @@ function renderQueue(queue) {
       el("strong", {}, message.name),
       ` #${message.id} `,
       message.held ? el("span", { class: "badge status-held" }, "held") : null,
-      message.visible_at && message.visible_at > Date.now()
-        ? el("span", { class: "badge status-held", title: "Leased or given back with a delay" }, `hidden, attempt ${message.attempts}`)
-        : null,
+      message.due_at && message.due_at > Date.now()
+        ? el("span", { class: "badge status-held", title: "A delayed send: receivers get it from then on" }, "due ", timeEl(message.due_at))
+        : message.visible_at && message.visible_at > Date.now()
+          ? el("span", { class: "badge status-held", title: "Leased or given back with a delay" }, `hidden, attempt ${message.attempts}`)
+          : null,
       " ",
       timeEl(message.created_at),
       el("code", { class: "block", title: JSON.stringify(message.body) }, brief(message.body, 120)),
