@@ -96,6 +96,7 @@ class ActorOptions:
     # client can still resume from.
     event_log_max_events: int = 1000
     event_log_max_age: float = 86400.0
+    idle_ttl: float = 0.0  # destroy after this long idle (docs/options.md); 0: never
     idempotency_retention: float = 86400.0  # seconds a key is kept (docs/idempotency.md)
 
     @classmethod

@@ -1,4 +1,4 @@
-"""The registry of the delayed-send tests: ``perdure serve
+"""The registry of the delayed-send and idle-expiry tests: ``perdure serve
 tests.support.apps.later:registry``, and the test kit's in-process runtime.
 
 - ``inbox``: a workflow that takes every message of ``jobs`` and records its body; it sleeps
@@ -7,16 +7,23 @@ tests.support.apps.later:registry``, and the test kit's in-process runtime.
 - ``worker``: a plain actor whose ``take`` receives one message of ``jobs`` without waiting.
 - ``stepper``: a workflow whose first step sends a delayed message to its own queue
   (``step.queue.send(..., delay=)``), then waits for it.
+- ``temp``: a plain actor with ``idle_ttl`` ``PERDURE_TTL_S`` (10 s unless set); its
+  ``on_destroy`` records its key in :data:`DESTROYED` and, when ``PERDURE_MARKER_DIR``
+  is set, as a file there (a real server's tests read it).
+- ``temp_flow``: a workflow with the same ttl that waits for one message of ``go``.
 """
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any
 
-from perdure import ActionContext, WorkflowContext, actor, queue, setup, workflow
+from perdure import ActionContext, ActorContext, WorkflowContext, actor, queue, setup, workflow
 
 SLEEP_S = float(os.environ.get("PERDURE_SLEEP_S", "1.0"))
+TTL_S = float(os.environ.get("PERDURE_TTL_S", "10.0"))
+DESTROYED: list[str] = []  # keys of the temp actors whose on_destroy ran, in process
 
 
 async def _inbox(ctx: WorkflowContext) -> None:
@@ -49,7 +56,31 @@ async def _stepper(ctx: WorkflowContext) -> None:
     await ctx.step("got", lambda step: step.state["got"].append(message.body))
 
 
+def _destroyed(c: ActorContext) -> None:
+    key = "/".join(c.key)
+    DESTROYED.append(key)
+    marker_dir = os.environ.get("PERDURE_MARKER_DIR")
+    if marker_dir:
+        (Path(marker_dir) / f"destroyed-{key}").write_text("on_destroy ran\n")
+
+
+async def _schedule_touch(c: ActionContext, seconds: float) -> None:
+    await c.schedule.after(seconds, "touch")
+
+
+def _touch(c: ActionContext, *_fire: Any) -> int:
+    c.state["touches"] += 1
+    touches: int = c.state["touches"]
+    return touches
+
+
+async def _temp_flow(ctx: WorkflowContext) -> None:
+    await ctx.queue.next("go", names="go")
+    await ctx.step("done", lambda step: step.state.update(done=True))
+
+
 _SLEEPY = {"sleep_timeout": SLEEP_S}
+_TTL = {"sleep_timeout": SLEEP_S, "idle_ttl": TTL_S}
 
 registry = setup(
     use={
@@ -76,6 +107,25 @@ registry = setup(
             run=_stepper,
             actions={"got": lambda c: c.state["got"]},
             options=_SLEEPY,
+        ),
+        "temp": actor(
+            state={"touches": 0},
+            queues={"jobs": queue()},
+            on_destroy=_destroyed,
+            actions={
+                "touch": _touch,
+                "touches": lambda c: c.state["touches"],
+                "schedule_touch": _schedule_touch,
+            },
+            options=_TTL,
+        ),
+        "temp_flow": workflow(
+            state={"done": False},
+            queues={"go": queue()},
+            run=_temp_flow,
+            on_destroy=_destroyed,
+            actions={"done": lambda c: c.state["done"]},
+            options=_TTL,
         ),
     }
 )

@@ -28,6 +28,7 @@ from perdure.errors import (
 from perdure.keys import Key
 from perdure.runtime.actor.connections import Connection, Transport
 from perdure.runtime.actor.contexts import ActionContext, ActorContext
+from perdure.runtime.actor.expiry import IdleExpiry
 from perdure.runtime.actor.hooks import (
     await_action,
     before_action_response,
@@ -72,8 +73,8 @@ class ActorInstance:
     __slots__ = tuple(
         """
         __weakref__ _claimed _run_task _stopped activity actor_id commits conns context
-        core definition events host identity observer options queue record schedules
-        state stop_reason vars workflow
+        core definition events expiry host identity observer options queue record
+        schedules state stop_reason vars workflow
         """.split()  # noqa: SIM905
     )
 
@@ -132,6 +133,7 @@ class ActorInstance:
         self.queue: ActorQueue | None = None
         self.workflow: WorkflowRunner | None = None
         self.schedules = ScheduleManager(core, self)
+        self.expiry = IdleExpiry(self)
 
     def __str__(self) -> str:
         return f"actor {self.label}"
@@ -194,7 +196,7 @@ class ActorInstance:
 
     def sleep_when_idle(self) -> None:
         """The sleep timer ran out while the actor was idle (ActivityTracker)."""
-        self.host.schedule_stop(self, "sleep")
+        self.host.schedule_stop(self, self.expiry.sleep_reason())
 
     def client(self) -> Client:
         """An in-process client (``c.client()``)."""
@@ -240,6 +242,7 @@ class ActorInstance:
         self._start_run()
         self.schedules.start()  # drains overdue jobs (after on_wake), then fires on time
         self.activity.maybe_sleep()
+        self.expiry.started(wake_at)
 
     async def _create(self) -> None:
         """The first start: ``create_state`` (or ``state``) and ``on_create``."""

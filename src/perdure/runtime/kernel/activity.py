@@ -59,6 +59,7 @@ class ActivityTracker:
         "_sleep_timer",
         "_stale",
         "_tracked",
+        "entered",
         "run_active",
         "run_sleep_ok",
     )
@@ -87,6 +88,7 @@ class ActivityTracker:
         # keep_awake and wait_until work; made at the first (an empty set is 216 bytes, and
         # most awake actors never track any).
         self._tracked: set[asyncio.Future[Any]] | None = None
+        self.entered = 0  # work started, counted (the idle expiry: "nothing since")
         self.run_active = False
         self.run_sleep_ok = False
 
@@ -95,6 +97,7 @@ class ActivityTracker:
     def enter(self) -> None:
         """Mark the start of work that keeps the actor awake."""
         self._active += 1
+        self.entered += 1
         if self._sleep_timer is not None:
             self._stale = True
 
