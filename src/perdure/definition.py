@@ -19,6 +19,7 @@ from typing import Any, Literal
 from perdure._names import keywords_checked
 from perdure._time import duration_seconds
 from perdure.errors import ActionNotFound, DefinitionError, InvalidRequest, QueueError
+from perdure.handles import WORKFLOW_ACTIONS, WORKFLOW_STATUS_ACTION
 from perdure.queue_message import (
     DEFAULT_MAX_ATTEMPTS,
     DEFAULT_VISIBILITY_TIMEOUT,
@@ -224,8 +225,6 @@ _SCHEMA_FIELDS = {
 }
 
 ActorKind = Literal["actor", "workflow"]
-# A built-in action of workflow actors: the workflow's status ``{status, error, output}``.
-WORKFLOW_STATUS_ACTION = "$workflow"
 
 
 @dataclass(slots=True)
@@ -284,12 +283,11 @@ class ActorDefinition:
     # The rules below are decided here and nowhere else: every way into an actor (the
     # gateway, WebSocket, the in-process client, schedules, actor code) asks the definition.
 
-    def is_status_action(self, name: str) -> bool:
-        """True for the built-in ``$workflow`` action of a workflow actor (its status for
-        clients), unless the actor defines an action of that name itself."""
-        return (
-            name == WORKFLOW_STATUS_ACTION and self.kind == "workflow" and name not in self.actions
-        )
+    def is_workflow_action(self, name: str) -> bool:
+        """True for a built-in action of a workflow actor (``$workflow``, its status for
+        clients, and the controls of :data:`WORKFLOW_ACTIONS`), unless the actor defines
+        an action of that name itself."""
+        return name in WORKFLOW_ACTIONS and self.kind == "workflow" and name not in self.actions
 
     def find_action(self, name: str, count: int) -> ActionSpec:
         """The action ``name`` for a call with ``count`` arguments.

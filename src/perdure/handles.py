@@ -21,14 +21,18 @@ can name it. Durations are seconds (``float``) or :class:`~datetime.timedelta`.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal, Protocol, Self, TypeAlias, TypedDict, overload
 
 from perdure._time import optional_duration
+from perdure.errors import WorkflowCancelled, WorkflowFailed
 
 __all__ = [
+    "FINISHED",
+    "LONGEST_WAIT",
     "Accessor",
     "ActorEvent",
     "Client",
@@ -38,14 +42,33 @@ __all__ = [
     "EventGap",
     "Handle",
     "Instant",
+    "ResultWait",
     "SendResult",
     "SyncAccessor",
     "SyncClient",
     "SyncConnection",
     "SyncHandle",
     "WorkflowStatus",
+    "result_of",
     "seconds",
 ]
+
+# The built-in actions of workflow actors (docs/workflow-control.md): the status and the
+# controls. The engine serves them (perdure.definition); every client calls them.
+WORKFLOW_STATUS_ACTION = "$workflow"
+WORKFLOW_CANCEL_ACTION = "$workflow_cancel"
+WORKFLOW_PAUSE_ACTION = "$workflow_pause"
+WORKFLOW_RESUME_ACTION = "$workflow_resume"
+WORKFLOW_RESULT_ACTION = "$workflow_result"
+WORKFLOW_ACTIONS = frozenset(
+    {
+        WORKFLOW_STATUS_ACTION,
+        WORKFLOW_CANCEL_ACTION,
+        WORKFLOW_PAUSE_ACTION,
+        WORKFLOW_RESUME_ACTION,
+        WORKFLOW_RESULT_ACTION,
+    }
+)
 
 Duration: TypeAlias = float | timedelta
 """A duration: seconds, or a :class:`~datetime.timedelta`."""
@@ -95,7 +118,7 @@ class ActorEvent:
 class WorkflowStatus(TypedDict):
     """A workflow's status (:meth:`Handle.workflow_status`, the ``$workflow`` action)."""
 
-    status: Literal["pending", "running", "completed", "failed"]
+    status: Literal["pending", "running", "paused", "completed", "failed", "cancelled"]
     error: Any
     output: Any
 
@@ -247,6 +270,26 @@ class Handle(Protocol):
         """The status of the actor's workflow (the ``$workflow`` action)."""
         ...
 
+    async def workflow_result(self, timeout: Duration | None = None) -> Any:
+        """Wait for the actor's workflow to end and return its output; raises
+        :class:`~perdure.errors.WorkflowFailed` or :class:`~perdure.errors.WorkflowCancelled`
+        for a run that did not complete, ``TimeoutError`` after ``timeout``. Pushed: one
+        request waits for the end (docs/workflow-control.md)."""
+        ...
+
+    async def cancel_workflow(self, reason: str | None = None) -> WorkflowStatus:
+        """Cancel the workflow's run at its next durable point; the status after the
+        cancel is recorded (``workflow.not_running`` if the run has ended)."""
+        ...
+
+    async def pause_workflow(self) -> WorkflowStatus:
+        """Hold the run before its next step, durably, until :meth:`resume_workflow`."""
+        ...
+
+    async def resume_workflow(self) -> WorkflowStatus:
+        """Let a paused run go on."""
+        ...
+
 
 class Accessor(Protocol):
     """Handles to the actors of one name (``client.<name>``)."""
@@ -358,6 +401,14 @@ class SyncHandle(Protocol):
 
     def workflow_status(self) -> WorkflowStatus: ...
 
+    def workflow_result(self, timeout: Duration | None = None) -> Any: ...
+
+    def cancel_workflow(self, reason: str | None = None) -> WorkflowStatus: ...
+
+    def pause_workflow(self) -> WorkflowStatus: ...
+
+    def resume_workflow(self) -> WorkflowStatus: ...
+
 
 class SyncAccessor(Protocol):
     """:class:`Accessor` without ``await``."""
@@ -379,3 +430,55 @@ class SyncClient(Protocol):
     def actor(self, name: str) -> SyncAccessor: ...
 
     def __getattr__(self, name: str) -> SyncAccessor: ...
+
+
+# ------------------------------------------------------------ a workflow's result
+# The server answers one ``$workflow_result`` call when the run ends (pushed: the call
+# waits, nothing polls), or after at most five minutes with the status as it stands; a
+# client then asks again, until the run has ended or the caller's own ``timeout`` has
+# passed. ResultWait keeps that loop's books for every client.
+
+FINISHED = frozenset({"completed", "failed", "cancelled"})
+"""The statuses of a run that has ended."""
+
+LONGEST_WAIT = 300.0
+"""The longest one server call waits (seconds): the server's own bound."""
+
+
+def result_of(status: Mapping[str, Any]) -> Any:
+    """The output of a run that completed; :class:`WorkflowFailed` (with the stored error)
+    or :class:`WorkflowCancelled` (with the reason) for one that did not."""
+    if status["status"] == "completed":
+        return status.get("output")
+    error = status.get("error") or {}
+    if status["status"] == "cancelled":
+        reason = (error.get("metadata") or {}).get("reason")
+        raise WorkflowCancelled(reason)
+    raise WorkflowFailed(error)
+
+
+class ResultWait:
+    """One caller's wait for a run's result, over as many server calls as it takes."""
+
+    __slots__ = ("_deadline", "_limit")
+
+    def __init__(self, timeout: Any) -> None:
+        self._limit = optional_duration(timeout, "workflow_result() timeout")
+        self._deadline = None if self._limit is None else time.monotonic() + self._limit
+
+    def seconds(self) -> float:
+        """How long the next server call may wait."""
+        if self._deadline is None:
+            return LONGEST_WAIT
+        return min(LONGEST_WAIT, max(0.0, self._deadline - time.monotonic()))
+
+    def settle(self, status: Mapping[str, Any]) -> tuple[bool, Any]:
+        """``(True, output)`` once the run has ended (its failure raised), ``(False,
+        None)`` to ask again; ``TimeoutError`` once the caller's timeout has passed."""
+        if status["status"] in FINISHED:
+            return True, result_of(status)
+        if self._deadline is not None and time.monotonic() >= self._deadline:
+            raise TimeoutError(
+                f"The workflow had not ended after {self._limit:g} s (status: {status['status']})."
+            )
+        return False, None

@@ -78,6 +78,7 @@ class FakeHost:
         self.name = "wf"
         self.key = ("k",)
         self.label = "wf/wf-1"
+        self.ended: list[dict[str, Any]] = []
         self.log = logging.LoggerAdapter(logging.getLogger("test.port"), {})
         self.abort = _Signal()
         self.observer = Observer()
@@ -140,6 +141,9 @@ class FakeHost:
     async def report_error(self, event: dict[str, Any]) -> None:
         self.errors.append(event)
 
+    def workflow_ended(self, status: dict[str, Any]) -> None:
+        self.ended.append(status)
+
     def client(self) -> ActorClient:
         raise NotImplementedError
 
@@ -182,6 +186,7 @@ async def test_a_workflow_runs_on_a_host_with_no_runtime_behind_it() -> None:
     runner = WorkflowRunner(host, workflow.run)
     await runner.run()
     assert runner.status() == {"status": "completed", "error": None, "output": 11}
+    assert fake.ended == [runner.status()]  # whoever waits for the result is answered
     assert workflow.ran == ["first", "second"]
     assert fake.actor.state == {"n": 1}
     # The step's event is handed to the host just before the flush that makes the step

@@ -11,9 +11,10 @@ method is either ``async`` or not.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, Generic, TypeVar, cast
 
@@ -38,10 +39,10 @@ from perdure.client._base import (
 )
 from perdure.client._errors import ConnectionDisposed, TransportError, TransportTimeout
 from perdure.client._frames import user_agent
-from perdure.handles import Duration, Instant, WorkflowStatus
+from perdure.handles import WORKFLOW_STATUS_ACTION, Duration, Instant, WorkflowStatus
 
 # The built-in action that answers a workflow actor's status (over every transport).
-WORKFLOW_ACTION = "$workflow"
+WORKFLOW_ACTION = WORKFLOW_STATUS_ACTION
 
 __all__ = [
     "AccessorBase",
@@ -244,6 +245,16 @@ class HandleBase(Generic[ClientT]):
     def _status_call(self) -> HttpCall[WorkflowStatus]:
         """The built-in ``$workflow`` action (a workflow actor's status)."""
         call = action_call(self._client.config, self._target, WORKFLOW_ACTION, (), self._params)
+        return cast("HttpCall[WorkflowStatus]", call)
+
+    def _workflow_call(
+        self, action: str, args: Sequence[Any], wait: float = 0.0
+    ) -> HttpCall[WorkflowStatus]:
+        """A built-in workflow action (``$workflow_cancel``…); ``wait``: how long the
+        server may hold the answer (``$workflow_result``), added to the HTTP timeout."""
+        call = action_call(self._client.config, self._target, action, args, self._params)
+        if wait and call.timeout is not None:
+            call = dataclasses.replace(call, timeout=call.timeout + wait)
         return cast("HttpCall[WorkflowStatus]", call)
 
     def _resolve_call(self) -> HttpCall[str] | str:

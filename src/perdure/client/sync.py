@@ -45,7 +45,19 @@ from perdure.client._connstate import Call
 from perdure.client._errors import ActorError
 from perdure.client._frames import OPEN_TIMEOUT, encode_frame
 from perdure.client._shared import AccessorBase, ActionAttributes, ClientBase, HandleBase, reply_of
-from perdure.handles import ActorEvent, Duration, EventGap, Instant, WorkflowStatus, seconds
+from perdure.handles import (
+    WORKFLOW_CANCEL_ACTION,
+    WORKFLOW_PAUSE_ACTION,
+    WORKFLOW_RESULT_ACTION,
+    WORKFLOW_RESUME_ACTION,
+    ActorEvent,
+    Duration,
+    EventGap,
+    Instant,
+    ResultWait,
+    WorkflowStatus,
+    seconds,
+)
 from perdure.protocol.messages import ToServer
 from perdure.protocol.resume import check_since
 
@@ -153,6 +165,33 @@ class ActorHandle(HandleBase[Client], ActionAttributes[Any]):
     def workflow_status(self) -> WorkflowStatus:
         """The actor's workflow status ``{status, error, output}`` (``$workflow``)."""
         return self._client._perform(self._status_call())
+
+    def workflow_result(self, timeout: Duration | None = None) -> Any:
+        """Wait for the workflow to end and return its output (``$workflow_result``):
+        :class:`~perdure.errors.WorkflowFailed` or :class:`~perdure.errors.WorkflowCancelled`
+        if it did not complete, ``TimeoutError`` after ``timeout``. One request waits
+        for the end (the server answers one within five minutes; then it asks again)."""
+        wait = ResultWait(timeout)
+        while True:
+            seconds = wait.seconds()
+            call = self._workflow_call(WORKFLOW_RESULT_ACTION, [seconds], seconds)
+            status: WorkflowStatus = self._client._perform(call)
+            done, output = wait.settle(status)
+            if done:
+                return output
+
+    def cancel_workflow(self, reason: str | None = None) -> WorkflowStatus:
+        """Cancel the workflow's run at its next durable point (``$workflow_cancel``);
+        ``workflow.not_running`` (409) if it has ended."""
+        return self._client._perform(self._workflow_call(WORKFLOW_CANCEL_ACTION, [reason]))
+
+    def pause_workflow(self) -> WorkflowStatus:
+        """Hold the run before its next step until resumed (``$workflow_pause``)."""
+        return self._client._perform(self._workflow_call(WORKFLOW_PAUSE_ACTION, []))
+
+    def resume_workflow(self) -> WorkflowStatus:
+        """Let a paused run go on (``$workflow_resume``)."""
+        return self._client._perform(self._workflow_call(WORKFLOW_RESUME_ACTION, []))
 
     def resolve(self) -> str:
         """The actor's id (a ``get_or_create`` handle creates the actor if needed)."""

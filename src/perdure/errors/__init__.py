@@ -67,7 +67,11 @@ HTTP status a server answers with. The tree::
         ├── HistoryDiverged          workflow.history_diverged    the code no longer matches
         ├── StepContextExpired       a step's context used after the step
         ├── RepairRefused            workflow.* (409)             cannot repair that way now
-        └── UnknownLocation          workflow.unknown_step (404)
+        ├── UnknownLocation          workflow.unknown_step (404)
+        ├── WorkflowCancelled        workflow.cancelled (409)     the run was cancelled
+        ├── WorkflowFailed           workflow.failed (409)        workflow_result() of a failed run
+        └── WorkflowNotRunning       workflow.not_running (409)   cancel/pause/resume of a
+                                                                  finished (or unpaused) run
 
     EngineSignal (BaseException)     control flow of the engine (evict, suspend); user
                                      code's ``except Exception`` cannot swallow it.
@@ -152,7 +156,10 @@ from perdure.errors.workflow import (
     StepContextExpired,
     StepExhausted,
     UnknownLocation,
+    WorkflowCancelled,
+    WorkflowFailed,
     WorkflowFailure,
+    WorkflowNotRunning,
 )
 
 __all__ = [
@@ -208,7 +215,10 @@ __all__ = [
     "StoreUnavailable",
     "UnknownLocation",
     "UserError",
+    "WorkflowCancelled",
     "WorkflowError",
+    "WorkflowFailed",
     "WorkflowFailure",
+    "WorkflowNotRunning",
     "status_for",
 ]

@@ -14,7 +14,10 @@ __all__ = [
     "RaceError",
     "StepContextExpired",
     "StepExhausted",
+    "WorkflowCancelled",
+    "WorkflowFailed",
     "WorkflowFailure",
+    "WorkflowNotRunning",
 ]
 
 
@@ -107,3 +110,48 @@ class UnknownLocation(WorkflowError):
             f"The workflow's history has no entry at `{location}`.",
             metadata={"location": location},
         )
+
+
+class WorkflowCancelled(WorkflowError):
+    """The workflow run was cancelled (``workflow.cancelled``, 409).
+
+    Raised inside the workflow at the await where it stands when a cancel lands (its
+    ``finally`` blocks and ``ctx.rollback`` compensations then run), by
+    ``workflow_result()`` for a run that ended cancelled, and to a sender waiting on a
+    message the cancelled run had taken. ``metadata``: ``{"reason": ...}``.
+    """
+
+    default_code: ClassVar[str] = "cancelled"
+    status: ClassVar[int] = 409
+
+    def __init__(self, reason: str | None = None) -> None:
+        text = "The workflow was cancelled" + (f": {reason}" if reason else ".")
+        super().__init__(text, metadata={"reason": reason})
+        self.reason = reason
+
+
+class WorkflowFailed(WorkflowError):
+    """``workflow_result()`` of a run that ended failed (``workflow.failed``, 409);
+    ``error`` (also the metadata) is the failure the run stored."""
+
+    default_code: ClassVar[str] = "failed"
+    status: ClassVar[int] = 409
+
+    def __init__(self, error: dict[str, Any] | None) -> None:
+        error = error or {}
+        super().__init__(
+            f"The workflow failed: {error.get('message', 'no error was recorded')}",
+            metadata=error,
+        )
+        self.error = error
+
+
+class WorkflowNotRunning(WorkflowError):
+    """A control that needs a live run (cancel, pause, resume) asked of a run that has
+    finished, or a resume of a run that is not paused (``workflow.not_running``, 409)."""
+
+    default_code: ClassVar[str] = "not_running"
+    status: ClassVar[int] = 409
+
+    def __init__(self, message: str, status: str) -> None:
+        super().__init__(message, metadata={"status": status})

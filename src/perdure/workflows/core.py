@@ -15,9 +15,10 @@ import inspect
 from collections.abc import Callable, Iterable
 from typing import Any, cast
 
-from perdure.errors import ActorAborted, Evicted
+from perdure.errors import ActorAborted, Evicted, WorkflowNotRunning
 from perdure.store.encoding import decode_value, encode_value
 from perdure.workflows.context import Primitives, WorkflowContext
+from perdure.workflows.control import FINISHED, RunControl
 from perdure.workflows.history import Entry, History, child_location, validate_name
 from perdure.workflows.port import MessageQueue, WorkflowHost
 from perdure.workflows.runner_support import RollbackRegistry
@@ -44,6 +45,7 @@ class RunnerCore:
         self.history = History()
         self.meta: dict[str, Any] = {"status": "pending"}
         self.rollbacks = RollbackRegistry()
+        self.control = RunControl()
         # Set once the stored history and status are loaded: until then ``status()``
         # knows only "pending" (a client's ``$workflow`` waits for it).
         self.loaded = asyncio.Event()
@@ -62,6 +64,7 @@ class RunnerCore:
         if meta is not None:
             self.meta = meta
         self.history = History(entries)
+        self.control.load(self.meta)
         queue = self.host.queue()
         if queue is not None:
             for entry in self.history.entries.values():
@@ -79,12 +82,81 @@ class RunnerCore:
             self.host.observer.workflow_status(self.host, fields["status"])
 
     def status(self) -> dict[str, Any]:
-        """The workflow's status for clients: ``{status, error, output}``."""
+        """The workflow's status for clients: ``{status, error, output}`` (``paused``
+        while a pause holds a run that has not ended)."""
+        status = self.meta.get("status", "pending")
+        if self.meta.get("paused") and status not in FINISHED:
+            status = "paused"
         return {
-            "status": self.meta.get("status", "pending"),
+            "status": status,
             "error": self.meta.get("error"),
             "output": self.meta.get("output"),
         }
+
+    # ---------------------------------------------------------------- controls
+
+    async def request_cancel(self, reason: str | None) -> dict[str, Any]:
+        """Record a cancel (durably), then land it in the live run; the status after."""
+        self._require_live("cancel")
+        if self.meta.get("cancel") is None:
+            self.set_meta(cancel={"reason": reason, "requestedAt": self.host.now_ms()})
+            await self.commit()
+        self.control.request_cancel(self.meta["cancel"].get("reason"))
+        return self.status()
+
+    async def request_pause(self, paused: bool) -> dict[str, Any]:
+        """Record a pause (``paused``) or a resume, durably; the status after."""
+        self._require_live("pause" if paused else "resume")
+        if not paused and not self.meta.get("paused"):
+            raise WorkflowNotRunning("The workflow is not paused.", self.status()["status"])
+        if bool(self.meta.get("paused")) != paused:
+            self.set_meta(paused=paused)
+            await self.commit()
+        self.control.set_paused(paused)
+        return self.status()
+
+    def _require_live(self, what: str) -> None:
+        status = self.meta.get("status", "pending")
+        if status in FINISHED:
+            raise WorkflowNotRunning(
+                f"The workflow has ended ({status}): there is nothing to {what}.", status
+            )
+
+    async def gate(self) -> None:
+        """A live durable point (a step about to run an attempt, a wait about to
+        start): a requested cancel lands here, and a paused run holds here."""
+        control = self.control
+        if control.cancel_pending:
+            raise control.deliver()
+        if control.paused:
+            await self._hold()
+
+    async def _hold(self) -> None:
+        """Wait while paused: sleep-compatibly (no alarm: a resume wakes the actor)."""
+        host = self.host
+        host.set_alarm(None)
+        await self.commit()
+        host.set_waiting(True)
+        try:
+            while self.control.paused:
+                self.check_evicted()
+                if self.control.cancel_pending:
+                    raise self.control.deliver()
+                await self.control.changed(host.abort.wait())
+            self.check_evicted()
+        finally:
+            host.set_waiting(False)
+            self._resume_or_keep_alarm()
+
+    def held_messages(self) -> list[int]:
+        """The ids of the messages the run took as completable and has not completed."""
+        return [
+            int(message["id"])
+            for entry in self.history.entries.values()
+            if entry.kind == "message"
+            for message in entry.data.get("m", [])
+            if message.get("c") is False
+        ]
 
     def mark_busy(self) -> None:
         """While the workflow executes (not waiting), its alarm is "now": if the process
@@ -157,10 +229,11 @@ class RunnerCore:
                     host.observer.alarm_fired(host, "workflow", now - deadline)
                     return False
                 if want_messages:
-                    if await self.queue().wait_for(for_messages, remaining):
+                    waiting = self.queue().wait_for(for_messages, remaining)
+                    if await self.control.watching(waiting):
                         return True
                     continue
-                await host.sleep(remaining)
+                await self.control.watching(host.sleep(remaining))
         except ActorAborted:
             raise Evicted() from None
         finally:
@@ -172,7 +245,7 @@ class RunnerCore:
         self.host.set_alarm(None)  # a send wakes the actor; no alarm needed
         self.host.set_waiting(True)
         try:
-            await self.queue().wait_for(names, None)
+            await self.control.watching(self.queue().wait_for(names, None))
         except ActorAborted:
             raise Evicted() from None
         finally:

@@ -13,7 +13,13 @@ The primitives are grouped by concept, one module each: steps and retries
 
 from __future__ import annotations
 
-from perdure.errors import ActorAborted, Evicted, HistoryDiverged, WorkflowFailure
+from perdure.errors import (
+    ActorAborted,
+    Evicted,
+    HistoryDiverged,
+    WorkflowCancelled,
+    WorkflowFailure,
+)
 from perdure.schemas import to_plain
 from perdure.workflows.core import META_LOCATION, maybe_await
 from perdure.workflows.determinism import DeterminismPrimitives
@@ -35,7 +41,7 @@ class WorkflowRunner(
     async def run(self) -> None:
         """Load history and run (or replay) the workflow until it ends or is evicted."""
         await self.load()
-        if self.meta.get("status") == "completed":
+        if self.meta.get("status") in ("completed", "cancelled"):
             return
         self.set_meta(status="running", error=None)
         self.mark_busy()
@@ -46,12 +52,15 @@ class WorkflowRunner(
             self.set_meta(status="completed", output=output)
             self.host.set_alarm(None)
             await self.commit()
+            self.host.workflow_ended(self.status())
         except Evicted:
             return
         except ActorAborted:
             if self.host.abort.aborted:
                 return
             raise
+        except WorkflowCancelled as exc:
+            await self._end_cancelled(exc)
         except Divergence as exc:
             await self._fail(HistoryDiverged(exc.location, str(exc)), rollback=False)
         except WorkflowFailure as exc:
@@ -71,4 +80,23 @@ class WorkflowRunner(
         self.set_meta(status="failed", error=info)
         self.host.set_alarm(None)
         await self.commit()
+        self.host.workflow_ended(self.status())
         await self.report_error({"workflow": {"workflowId": self.host.actor_id, "error": info}})
+
+    async def _end_cancelled(self, cancelled: WorkflowCancelled) -> None:
+        """The cancel left the workflow: compensate, end ``cancelled``, answer the senders
+        waiting on messages the run had taken and not completed."""
+        info = error_info(cancelled)
+        self.host.log.info("workflow cancelled: %s", info["message"])
+        try:
+            await self.rollbacks.run(self)
+        except Exception as exc:
+            info = {**info, "rollbackError": error_info(exc)}
+        self.set_meta(status="cancelled", error=info, paused=False)
+        self.host.set_alarm(None)
+        await self.commit()
+        queue = self.host.queue()
+        if queue is not None:
+            for message_id in self.held_messages():
+                await queue.abandon(message_id, WorkflowCancelled(cancelled.reason))
+        self.host.workflow_ended(self.status())

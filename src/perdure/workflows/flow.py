@@ -6,7 +6,14 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from perdure.errors import JoinError, PerdureError, RaceError, StepExhausted, WorkflowFailure
+from perdure.errors import (
+    JoinError,
+    PerdureError,
+    RaceError,
+    StepExhausted,
+    WorkflowCancelled,
+    WorkflowFailure,
+)
 from perdure.workflows.context import Block, LoopBreak, LoopContinue, TryResult
 from perdure.workflows.core import RunnerCore, maybe_await
 from perdure.workflows.history import (
@@ -19,6 +26,10 @@ from perdure.workflows.history import (
 from perdure.workflows.runner_support import error_info
 
 __all__ = ["FlowPrimitives"]
+
+# Not a branch's failure: these leave a join or a race as they are (a diverged history,
+# the run's cancellation).
+_PASS_THROUGH = (Divergence, WorkflowCancelled)
 
 
 class FlowPrimitives(RunnerCore):
@@ -79,6 +90,7 @@ class FlowPrimitives(RunnerCore):
             if deadline is None:
                 deadline = self.host.now_ms() + int((seconds or 0) * 1000)
             entry = self.history.record(location, Entry("sleep", "pending", data={"t": deadline}))
+        await self.gate()  # a live sleep: a cancel lands here, a pause holds here
         await self.wait_until(int(entry.data["t"]))
         entry.status = "completed"
         self.history.touch(location)
@@ -135,7 +147,7 @@ class FlowPrimitives(RunnerCore):
         errors: dict[str, BaseException] = {}
         for branch, result in zip(branches, results, strict=True):
             if isinstance(result, BaseException):
-                if not isinstance(result, Exception) or isinstance(result, Divergence):
+                if not isinstance(result, Exception) or isinstance(result, _PASS_THROUGH):
                     raise result
                 errors[branch] = result
             else:
@@ -176,7 +188,7 @@ class FlowPrimitives(RunnerCore):
                     if exc is None and winner is None:
                         winner = (tasks[task], task.result())
                     elif exc is not None:
-                        if not isinstance(exc, Exception) or isinstance(exc, Divergence):
+                        if not isinstance(exc, Exception) or isinstance(exc, _PASS_THROUGH):
                             raise exc
                         errors[tasks[task]] = exc
         finally:

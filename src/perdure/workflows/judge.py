@@ -395,6 +395,9 @@ class _CheckQueue:
     async def wait_for(self, names: frozenset[str] | None, timeout: float | None) -> bool:
         raise Frontier("would wait for a message")
 
+    async def abandon(self, message_id: int, error: BaseException) -> None:
+        raise Frontier("would answer a message's sender")
+
     def message_body(self, name: str, plain: Any) -> Any:
         return self._definition.message_body(name, plain)
 
@@ -463,6 +466,9 @@ class CheckHost:
 
     async def report_error(self, event: dict[str, Any]) -> None:
         """``on_error`` is user code: not called."""
+
+    def workflow_ended(self, status: dict[str, Any]) -> None:
+        """Nobody waits for a check's replay."""
 
     def client(self) -> ActorClient:
         raise Frontier("would call another actor")

@@ -126,6 +126,11 @@ class MessageQueue(Protocol):
         :class:`~perdure.errors.ActorAborted` when the actor stops."""
         ...
 
+    async def abandon(self, message_id: int, error: BaseException) -> None:
+        """Delete a held message durably and answer its waiting sender with ``error``
+        (the run that took it ended without completing it)."""
+        ...
+
     def message_body(self, name: str, plain: Any) -> Any:
         """A stored message body as receivers get it (the queue's schema type, if any)."""
         ...
@@ -219,6 +224,11 @@ class WorkflowHost(ActorIdentity, WorkflowHistory, StepHost, Protocol):
     def set_waiting(self, waiting: bool) -> None:
         """True while the workflow waits (a sleep, a queue wait): the actor may
         hibernate meanwhile; False once it runs again."""
+        ...
+
+    def workflow_ended(self, status: dict[str, Any]) -> None:
+        """The run ended (``status``: completed, failed or cancelled) and that is
+        durable: answer whoever waits for its result."""
         ...
 
     async def report_error(self, event: dict[str, Any]) -> None:

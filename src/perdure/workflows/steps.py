@@ -46,6 +46,7 @@ class StepPrimitives(RunnerCore):
             retry_at = entry.data.get("r")
             if entry.status == "failed" and retry_at is not None:
                 await self.wait_until(int(retry_at))
+            await self.gate()  # an attempt about to run: a cancel lands, a pause holds
             attempts = int(entry.data.get("a", 0)) + 1
             step_context = StepContext(self.host, location)
             span = self.host.observer.step(self.host, location, attempts)

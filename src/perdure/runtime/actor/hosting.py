@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 if TYPE_CHECKING:
     from perdure.handles import Client
     from perdure.runtime.actor.instance import ActorInstance
+    from perdure.runtime.actor.workflow_outcomes import WorkflowOutcomes
     from perdure.runtime.kernel.clock import Clock
     from perdure.runtime.kernel.core import AlarmSink, StopReason
     from perdure.store.base import Store
@@ -47,6 +48,11 @@ class ActorHost(Protocol):
     @property
     def alarms(self) -> AlarmSink:
         """The alarm scheduler: wakes the actor for an alarm, should it sleep first."""
+        ...
+
+    @property
+    def outcomes(self) -> WorkflowOutcomes:
+        """Who waits for which actor's workflow to end (outlives the instances)."""
         ...
 
     def schedule_stop(self, instance: ActorInstance, reason: StopReason) -> None:

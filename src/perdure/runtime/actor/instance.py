@@ -35,6 +35,7 @@ from perdure.runtime.actor.hooks import (
     call_hook,
     run_create_hooks,
 )
+from perdure.runtime.actor.workflow_control import workflow_action
 from perdure.runtime.events.log import EventLog
 from perdure.runtime.kernel.core import (
     AbortSignal,
@@ -409,8 +410,10 @@ class ActorInstance:
         self, name: str, args: list[Any], conn: Connection | None = None, once: Once | None = None
     ) -> Any:
         """Run action ``name``; return its output once its state changes are durable."""
-        if self.definition.is_status_action(name):
-            return await self.current_workflow_status()
+        if self.definition.is_workflow_action(name):
+            if name == WORKFLOW_STATUS_ACTION:
+                return await self.current_workflow_status()
+            return await workflow_action(self, name, args)
         spec = self.definition.find_action(name, len(args))
         self._check_running()
         activity = self.activity  # the hot path: straight to the tracker and the pipeline

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from perdure.handles import WORKFLOW_RESULT_ACTION
 from perdure.keys import Key
 from perdure.runtime.actor.contexts import check_access
 from perdure.runtime.kernel.idempotency import Once, check_key, fingerprint, replay
@@ -143,10 +144,24 @@ async def perform_on(instance: ActorInstance, operation: Operation, params: Any)
     if params is NO_CONNECTION:
         return await _run(instance, operation, None)
     conn = await instance.connect(params, NO_CHANNEL)
+    if _waits_long(instance, operation):
+        # Admitted (the connect hooks ran); the wait then holds no connection, which
+        # would keep the actor awake for as long as it lasts.
+        await instance.disconnect(conn)
+        return await _run(instance, operation, None)
     try:
         return await _run(instance, operation, conn)
     finally:
         await instance.disconnect(conn)
+
+
+def _waits_long(instance: ActorInstance, operation: Operation) -> bool:
+    """A wait for the workflow's result (docs/workflow-control.md)."""
+    return (
+        isinstance(operation, CallAction)
+        and operation.action == WORKFLOW_RESULT_ACTION
+        and instance.definition.is_workflow_action(operation.action)
+    )
 
 
 async def _run(instance: ActorInstance, operation: Operation, conn: Connection | None) -> Any:

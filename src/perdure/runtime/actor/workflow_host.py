@@ -96,6 +96,11 @@ class ActorWorkflowHost:
         """A waiting workflow lets its actor sleep."""
         self._activity.run_waiting(waiting)
 
+    def workflow_ended(self, status: dict[str, Any]) -> None:
+        """Answer whoever waits for the run's result (the runtime's waiters outlive
+        the instance)."""
+        self._instance.host.outcomes.ended(self.actor_id, status)
+
     async def report_error(self, event: dict[str, Any]) -> None:
         """Call ``on_error``: observational, so its failures are only logged."""
         instance = self._instance

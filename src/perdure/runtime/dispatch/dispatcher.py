@@ -87,7 +87,7 @@ class ActorDispatch:
         is validated once."""
         definition = self.definition(name)
         if isinstance(operation, CallAction):
-            if not definition.is_status_action(operation.action):
+            if not definition.is_workflow_action(operation.action):
                 definition.find_action(operation.action, len(operation.args))
             return operation
         body = definition.validate_message(operation.queue, operation.body)

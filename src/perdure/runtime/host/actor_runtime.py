@@ -33,6 +33,7 @@ from perdure.keys import Key, normalize_key
 from perdure.registry import Registry
 from perdure.runtime.actor.instance import ActorInstance
 from perdure.runtime.actor.operations import CallAction, ResolveMethod
+from perdure.runtime.actor.workflow_outcomes import WorkflowOutcomes
 from perdure.runtime.admin.feed import ActorFeed
 from perdure.runtime.cluster.member import ClusterMember, NodeConfig
 from perdure.runtime.dispatch.dispatcher import ActorDispatch
@@ -86,6 +87,8 @@ class ActorRuntime:
         self._creating: dict[tuple[str, Key], asyncio.Future[str]] = {}
         self._tasks = TaskOwner("runtime")
         self.alarms = AlarmScheduler(self)
+        # The callers waiting for a workflow's result (they outlive instances).
+        self.outcomes = WorkflowOutcomes()
         # The one way into an actor for every request (see perdure.runtime.dispatch).
         self.dispatch = ActorDispatch(self)
         # What the engine reports (metrics, traces, the inspector's feed): see

@@ -25,10 +25,16 @@ from typing import TYPE_CHECKING, Any, Literal, overload
 
 from perdure._time import send_delay
 from perdure.handles import (
+    WORKFLOW_CANCEL_ACTION,
+    WORKFLOW_PAUSE_ACTION,
+    WORKFLOW_RESULT_ACTION,
+    WORKFLOW_RESUME_ACTION,
+    WORKFLOW_STATUS_ACTION,
     ActorEvent,
     Duration,
     EventGap,
     Instant,
+    ResultWait,
     SendResult,
     WorkflowStatus,
     seconds,
@@ -49,7 +55,7 @@ __all__ = ["ActionRef", "LocalAccessor", "LocalClient", "LocalConnection", "Loca
 
 KeyArg = str | Sequence[str] | None
 # The built-in action that answers a workflow actor's status (as over the network).
-WORKFLOW_ACTION = "$workflow"
+WORKFLOW_ACTION = WORKFLOW_STATUS_ACTION
 
 
 class LocalClient:
@@ -232,6 +238,30 @@ class LocalHandle:
     async def workflow_status(self) -> WorkflowStatus:
         """The actor's workflow status ``{status, error, output}`` (``$workflow``)."""
         status: WorkflowStatus = await self.action(WORKFLOW_ACTION)
+        return status
+
+    async def workflow_result(self, timeout: Duration | None = None) -> Any:
+        """Wait for the workflow to end; its output (see :meth:`Handle.workflow_result`)."""
+        wait = ResultWait(timeout)
+        while True:
+            status = await self.action(WORKFLOW_RESULT_ACTION, wait.seconds())
+            done, output = wait.settle(status)
+            if done:
+                return output
+
+    async def cancel_workflow(self, reason: str | None = None) -> WorkflowStatus:
+        """Cancel the workflow's run at its next durable point (``$workflow_cancel``)."""
+        status: WorkflowStatus = await self.action(WORKFLOW_CANCEL_ACTION, reason)
+        return status
+
+    async def pause_workflow(self) -> WorkflowStatus:
+        """Hold the run before its next step until resumed (``$workflow_pause``)."""
+        status: WorkflowStatus = await self.action(WORKFLOW_PAUSE_ACTION)
+        return status
+
+    async def resume_workflow(self) -> WorkflowStatus:
+        """Let a paused run go on (``$workflow_resume``)."""
+        status: WorkflowStatus = await self.action(WORKFLOW_RESUME_ACTION)
         return status
 
     def __getattr__(self, name: str) -> ActionRef:

@@ -363,6 +363,17 @@ class ActorQueue:
             if self._completions.get(message_id) is completion and completion.done():
                 del self._completions[message_id]
 
+    async def abandon(self, message_id: int, error: BaseException) -> None:
+        """Remove a held message durably, then answer its waiting sender with ``error``
+        (the workflow run that took it ended without completing it)."""
+        self._held.discard(message_id)
+        if self._messages.pop(message_id, None) is not None:
+            self._core.commits.delete_message(message_id)
+        await self._core.request_flush()
+        completion = self._completions.get(message_id)
+        if completion is not None and not completion.done():
+            completion.set_exception(error)
+
     def resolve_completion(self, message_id: int, response: Any) -> None:
         """Answer a sender waiting on ``message_id`` (if any)."""
         completion = self._completions.get(message_id)

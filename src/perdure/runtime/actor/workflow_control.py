@@ -1,0 +1,112 @@
+"""The built-in actions of a workflow actor: its status and its controls.
+
+``$workflow`` (the status), ``$workflow_cancel`` (``[reason]``), ``$workflow_pause``,
+``$workflow_resume`` and ``$workflow_result`` (``[timeout seconds]``) are actions of
+every workflow actor that does not define an action of that name itself
+(:data:`~perdure.definition.WORKFLOW_ACTIONS`). Being actions, they reach the actor by
+every way an action does (HTTP, a WebSocket, the in-process client, another node), with
+the same access rules (``on_before_connect``). docs/workflow-control.md says what each
+guarantees.
+
+``$workflow_result`` waits for the run to end, pushed, not polled: the caller waits on
+the runtime's :class:`~perdure.runtime.actor.workflow_outcomes.WorkflowOutcomes`, which
+the run answers when its end is durable. The wait holds no connection and does not keep
+the actor awake, and one call waits at most :data:`MAX_RESULT_WAIT` seconds; a caller
+that gets a status that has not ended asks again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from typing import TYPE_CHECKING, Any
+
+from perdure.errors import InvalidRequest
+from perdure.handles import (
+    WORKFLOW_CANCEL_ACTION,
+    WORKFLOW_PAUSE_ACTION,
+    WORKFLOW_RESULT_ACTION,
+    WORKFLOW_RESUME_ACTION,
+)
+from perdure.workflows.control import FINISHED
+
+if TYPE_CHECKING:
+    from perdure.runtime.actor.instance import ActorInstance
+    from perdure.workflows.engine import WorkflowRunner
+
+__all__ = ["MAX_REASON", "MAX_RESULT_WAIT", "workflow_action"]
+
+MAX_RESULT_WAIT = 300.0
+"""The longest one ``$workflow_result`` call waits (seconds); clients ask again."""
+
+MAX_REASON = 1024
+"""The longest cancel reason kept (characters)."""
+
+
+async def workflow_action(instance: ActorInstance, name: str, args: list[Any]) -> Any:
+    """Run the built-in workflow action ``name`` (not ``$workflow``: the caller answers
+    the status itself) with ``args``; the workflow's status after it."""
+    if name == WORKFLOW_RESULT_ACTION:
+        return await _result(instance, _timeout(args))
+    runner = await _runner(instance)
+    if name == WORKFLOW_CANCEL_ACTION:
+        return await runner.request_cancel(_reason(args))
+    _no_arguments(name, args)
+    if name == WORKFLOW_PAUSE_ACTION:
+        return await runner.request_pause(True)
+    if name == WORKFLOW_RESUME_ACTION:
+        return await runner.request_pause(False)
+    raise AssertionError(f"not a workflow action: {name}")
+
+
+async def _runner(instance: ActorInstance) -> WorkflowRunner:
+    await instance.current_workflow_status()  # the run has loaded its status record
+    runner = instance.workflow
+    if runner is None:
+        raise AssertionError("a running workflow actor has a runner")
+    return runner
+
+
+async def _result(instance: ActorInstance, timeout: float) -> dict[str, Any]:
+    """The status once the run has ended, or as it stands after ``timeout`` seconds."""
+    outcomes = instance.host.outcomes
+    ended = outcomes.watch(instance.actor_id)  # before the check: no end slips between
+    try:
+        status = await instance.current_workflow_status()
+        if status["status"] in FINISHED or timeout == 0:
+            return status
+        try:
+            async with asyncio.timeout(timeout):
+                return await ended
+        except TimeoutError:
+            return instance.workflow_status()
+    finally:
+        outcomes.forget(instance.actor_id, ended)
+
+
+def _timeout(args: list[Any]) -> float:
+    if not args or args[0] is None:
+        return MAX_RESULT_WAIT
+    if len(args) > 1:
+        raise InvalidRequest(f"`{WORKFLOW_RESULT_ACTION}` takes one argument: a timeout.")
+    value = args[0]
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise InvalidRequest(
+            f"`{WORKFLOW_RESULT_ACTION}`'s timeout is a number of seconds, got {value!r}."
+        )
+    if value < 0:
+        raise InvalidRequest(f"`{WORKFLOW_RESULT_ACTION}`'s timeout cannot be negative.")
+    return min(float(value), MAX_RESULT_WAIT)
+
+
+def _reason(args: list[Any]) -> str | None:
+    if not args or args[0] is None:
+        return None
+    if len(args) > 1 or not isinstance(args[0], str):
+        raise InvalidRequest(f"`{WORKFLOW_CANCEL_ACTION}` takes one argument: a reason (text).")
+    return args[0][:MAX_REASON]
+
+
+def _no_arguments(name: str, args: list[Any]) -> None:
+    if args:
+        raise InvalidRequest(f"`{name}` takes no arguments.")

@@ -1,0 +1,108 @@
+"""Cancel and pause: requests from outside a run, and the points where they land.
+
+A request is recorded in the run's status record first (durable), then signalled to the
+live run. Where it lands is decided by the run's own progress, so that a replay after a
+crash lands it at the same point:
+
+- **Cancel** lands at the run's first *live* durable point after the request: a step
+  about to run an attempt, a sleep, a queue receive or a retry's backoff about to wait
+  (:meth:`RunControl.gate`), or a wait already in progress, which it interrupts. Points
+  replayed from history are not live, so a replay reaches the same point. The workflow
+  sees :class:`~perdure.errors.WorkflowCancelled` there; every wait in progress at that
+  moment (parallel branches of a join or race) gets it too. After that the run may clean
+  up: primitives work again (a cleanup step in ``finally`` runs and is recorded), and
+  the engine ends the run ``cancelled`` once the exception leaves the workflow.
+- **Pause** holds the run at its next live point until a resume (or a cancel). The run
+  waits there like a queue wait: the actor may sleep meanwhile, and a wake replays up
+  to the same point and holds again, because the pause is in the status record.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable
+from typing import Any, TypeVar
+
+from perdure.errors import WorkflowCancelled
+
+__all__ = ["FINISHED", "RunControl"]
+
+T = TypeVar("T")
+
+FINISHED = frozenset({"completed", "failed", "cancelled"})
+"""Statuses of a run that has ended (no cancel or pause applies to them)."""
+
+
+class RunControl:
+    """The cancel and pause requests of one live run (see the module docstring)."""
+
+    __slots__ = ("_changed", "cancelling", "delivered", "paused", "reason")
+
+    def __init__(self) -> None:
+        self.cancelling = asyncio.Event()
+        self.reason: str | None = None
+        self.delivered = False
+        self.paused = False
+        self._changed = asyncio.Event()
+
+    def load(self, meta: dict[str, Any]) -> None:
+        """Take the requests a stored status record holds (after a wake or a crash)."""
+        cancel = meta.get("cancel")
+        if cancel is not None:
+            self.request_cancel(cancel.get("reason"))
+        self.paused = bool(meta.get("paused"))
+
+    # ----------------------------------------------------------------- requests
+
+    def request_cancel(self, reason: str | None) -> None:
+        """A cancel is recorded: land it at the next live point."""
+        self.reason = reason
+        self.cancelling.set()
+        self._changed.set()
+
+    def set_paused(self, paused: bool) -> None:
+        """A pause or a resume is recorded."""
+        self.paused = paused
+        self._changed.set()
+
+    # -------------------------------------------------------------- landing
+
+    @property
+    def cancel_pending(self) -> bool:
+        """A cancel was requested and has not landed in this run yet."""
+        return self.cancelling.is_set() and not self.delivered
+
+    def deliver(self) -> WorkflowCancelled:
+        """The cancel lands now: the error the workflow sees."""
+        self.delivered = True
+        return WorkflowCancelled(self.reason)
+
+    async def watching(self, waiting: Awaitable[T]) -> T:
+        """Await ``waiting`` (a wait of the run); a cancel requested meanwhile
+        interrupts it with :class:`WorkflowCancelled`. A wait that starts after the
+        cancel landed (cleanup) is not interrupted."""
+        if self.delivered:
+            return await waiting
+        work = asyncio.ensure_future(waiting)
+        cancel = asyncio.ensure_future(self.cancelling.wait())
+        try:
+            await asyncio.wait({work, cancel}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            cancel.cancel()
+            if not work.done():
+                work.cancel()
+                await asyncio.wait({work})
+        if work.done() and not work.cancelled():
+            return work.result()  # it ended first (or as the cancel came): its outcome
+        raise self.deliver()
+
+    async def changed(self, also: Awaitable[Any]) -> None:
+        """Wait until a request changes (pause, resume, cancel) or ``also`` finishes."""
+        self._changed.clear()
+        other = asyncio.ensure_future(also)
+        change = asyncio.ensure_future(self._changed.wait())
+        try:
+            await asyncio.wait({other, change}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            other.cancel()
+            change.cancel()
