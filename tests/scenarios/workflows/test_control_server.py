@@ -1,0 +1,127 @@
+"""Cancel, pause and the pushed result of workflows over a real ``perdure serve`` on
+SQLite, with ``kill -9``: the Python network client and plain HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from perdure.client import ActorError, AsyncClient
+from perdure.errors import WorkflowCancelled
+from tests.support.server import ServerProcess
+from tests.support.wait import eventually
+
+REGISTRY = "tests.scenarios.workflows.control_app:registry"
+WAIT = 15.0
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[ServerProcess]:
+    process = ServerProcess(REGISTRY, tmp_path / "data", extra_args=["--log-level", "warning"])
+    process.start()
+    try:
+        yield process
+    finally:
+        process.kill()
+
+
+async def test_a_cancel_mid_step_compensates_once_and_survives_kill_9(
+    server: ServerProcess,
+) -> None:
+    async with AsyncClient(server.url) as client:
+        saga = client.saga.get_or_create("order-1")
+        await eventually(lambda: _logged(saga, "slow started"), timeout=WAIT)
+        await saga.cancel_workflow("customer asked")  # lands once the slow step is done
+        with pytest.raises(WorkflowCancelled) as raised:
+            await saga.workflow_result(timeout=WAIT)
+        assert raised.value.reason == "customer asked"
+        log = await saga.log()
+    assert log == [
+        "reserve",
+        "charge",
+        "slow started",
+        "slow done",
+        "undo slow",
+        "undo charge",
+        "undo reserve",
+    ]
+    server.kill()
+    server.start()
+    async with AsyncClient(server.url) as client:
+        saga = client.saga.get("order-1")
+        assert (await saga.workflow_status())["status"] == "cancelled"
+        await asyncio.sleep(0.3)
+        assert await saga.log() == log  # ended for good: nothing ran or undid again
+        with pytest.raises(ActorError) as refused:
+            await saga.cancel_workflow()
+        assert (refused.value.group, refused.value.code) == ("workflow", "not_running")
+
+
+async def test_a_pause_survives_kill_9_and_a_resume_finishes_the_run(
+    server: ServerProcess,
+) -> None:
+    async with AsyncClient(server.url) as client:
+        paced = client.paced.get_or_create("p")
+        await eventually(lambda: _counted_at_least(paced, 2), timeout=WAIT)
+        assert (await paced.pause_workflow())["status"] == "paused"
+        held = await paced.count()
+    server.kill()
+    server.start()
+    async with AsyncClient(server.url) as client:
+        paced = client.paced.get("p")
+        assert (await paced.workflow_status())["status"] == "paused"
+        await asyncio.sleep(0.8)  # four of its sleeps' worth: nothing moves
+        assert await paced.count() in (held, held + 1)  # a step in flight may have ended
+        paused_at = await paced.count()
+        await asyncio.sleep(0.5)
+        assert await paced.count() == paused_at
+        await paced.resume_workflow()
+        assert await paced.workflow_result(timeout=WAIT) == 10
+        assert await paced.count() == 10
+
+
+def test_a_hundred_waiters_each_wait_in_one_request(server: ServerProcess) -> None:
+    """Plain HTTP: each waiter sends one `$workflow_result` and its answer is the end."""
+    seconds = 3.0
+    actor_id = asyncio.run(_create_timed(server, {"seconds": seconds, "value": "v!"}))
+    started = time.monotonic()
+    answers = asyncio.run(_waiters(server, actor_id, 100))
+    elapsed = time.monotonic() - started
+    assert [answer["status"] for answer in answers] == ["completed"] * 100
+    assert {json.dumps(answer["output"]) for answer in answers} == {'"v!"'}
+    assert elapsed < seconds + WAIT  # bounded: every wait has its timeout
+
+
+async def _create_timed(server: ServerProcess, plan: dict[str, Any]) -> str:
+    async with AsyncClient(server.url) as client:
+        handle = await client.timed.create("t", input=plan)
+        return await handle.resolve()
+
+
+async def _waiters(server: ServerProcess, actor_id: str, count: int) -> list[dict[str, Any]]:
+    url = f"{server.url}/gateway/{actor_id}/action/$workflow_result"
+    limits = httpx.Limits(max_connections=count)
+    async with httpx.AsyncClient(timeout=WAIT + 5, limits=limits) as http:
+
+        async def one() -> dict[str, Any]:
+            answer = await http.post(url, json={"args": [WAIT]})
+            assert answer.status_code == 200, answer.text
+            output: dict[str, Any] = answer.json()["output"]
+            return output
+
+        return list(await asyncio.gather(*(one() for _ in range(count))))
+
+
+async def _logged(handle: Any, line: str) -> bool:
+    return line in await handle.log()
+
+
+async def _counted_at_least(handle: Any, count: int) -> bool:
+    return int(await handle.count()) >= count
