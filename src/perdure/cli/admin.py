@@ -1,4 +1,5 @@
-"""The admin commands of ``perdure``: ``inspect``, ``workflow status|retry|replay``, ``destroy``.
+"""The admin commands of ``perdure``: ``inspect``, ``workflow`` (``status``, ``retry``,
+``replay``, ``cancel``, ``pause``, ``resume``), ``destroy``.
 
 They work on a running server through its admin API (``/admin/…``, described at
 ``/admin/openapi.json``), found at ``--url`` (``$PERDURE_URL``, default
@@ -94,6 +95,9 @@ def _add_workflow_commands(
         ("status", _workflow_status, "the workflow's status and history"),
         ("retry", _workflow_retry, "run a failed workflow again (failed steps get new attempts)"),
         ("replay", _workflow_replay, "forget the history from a step on and run from there"),
+        ("cancel", _workflow_cancel, "cancel the run at its next durable point (compensates)"),
+        ("pause", _workflow_pause, "hold the run before its next step until resumed"),
+        ("resume", _workflow_resume, "let a paused run go on"),
     ):
         description = f"{text[0].upper()}{text[1:]}."
         sub = actions.add_parser(name, parents=[common], help=text, description=description)
@@ -106,6 +110,8 @@ def _add_workflow_commands(
                 metavar="STEP",
                 help="the location of the step to rerun from, as `workflow status` lists it",
             )
+        if name == "cancel":
+            sub.add_argument("--reason", help="why, kept with the cancelled run")
         if name != "status":
             sub.add_argument(
                 "--wait",
@@ -205,6 +211,26 @@ def _workflow_replay(api: AdminApi, args: argparse.Namespace) -> int:
     api.call("POST", path, json={"from": args.step})
     done = f"replayed the workflow of {actor.label} from {args.step}"
     return _print_outcome(api, actor, args, done)
+
+
+def _workflow_cancel(api: AdminApi, args: argparse.Namespace) -> int:
+    actor = resolve_actor(api, args)
+    api.call(
+        "POST", f"/admin/actors/{actor.actor_id}/workflow/cancel", json={"reason": args.reason}
+    )
+    return _print_outcome(api, actor, args, f"cancelled the workflow of {actor.label}")
+
+
+def _workflow_pause(api: AdminApi, args: argparse.Namespace) -> int:
+    actor = resolve_actor(api, args)
+    api.call("POST", f"/admin/actors/{actor.actor_id}/workflow/pause")
+    return _print_outcome(api, actor, args, f"paused the workflow of {actor.label}")
+
+
+def _workflow_resume(api: AdminApi, args: argparse.Namespace) -> int:
+    actor = resolve_actor(api, args)
+    api.call("POST", f"/admin/actors/{actor.actor_id}/workflow/resume")
+    return _print_outcome(api, actor, args, f"resumed the workflow of {actor.label}")
 
 
 def _print_outcome(api: AdminApi, actor: Actor, args: argparse.Namespace, done: str) -> int:

@@ -25,12 +25,21 @@ from typing import Any, TypeVar
 
 from perdure.errors import WorkflowCancelled
 
-__all__ = ["FINISHED", "RunControl"]
+__all__ = ["FINISHED", "RunControl", "shown_status"]
 
 T = TypeVar("T")
 
 FINISHED = frozenset({"completed", "failed", "cancelled"})
 """Statuses of a run that has ended (no cancel or pause applies to them)."""
+
+
+def shown_status(meta: dict[str, Any]) -> str:
+    """The status a run's record shows: its own, or ``paused`` while a pause holds a
+    run that has not ended."""
+    status = str(meta.get("status", "pending"))
+    if meta.get("paused") and status not in FINISHED:
+        return "paused"
+    return status
 
 
 class RunControl:

@@ -18,7 +18,7 @@ from typing import Any, cast
 from perdure.errors import ActorAborted, Evicted, WorkflowNotRunning
 from perdure.store.encoding import decode_value, encode_value
 from perdure.workflows.context import Primitives, WorkflowContext
-from perdure.workflows.control import FINISHED, RunControl
+from perdure.workflows.control import FINISHED, RunControl, shown_status
 from perdure.workflows.history import Entry, History, child_location, validate_name
 from perdure.workflows.port import MessageQueue, WorkflowHost
 from perdure.workflows.runner_support import RollbackRegistry
@@ -84,13 +84,11 @@ class RunnerCore:
     def status(self) -> dict[str, Any]:
         """The workflow's status for clients: ``{status, error, output}`` (``paused``
         while a pause holds a run that has not ended)."""
-        status = self.meta.get("status", "pending")
-        if self.meta.get("paused") and status not in FINISHED:
-            status = "paused"
+        meta = self.meta
         return {
-            "status": status,
-            "error": self.meta.get("error"),
-            "output": self.meta.get("output"),
+            "status": shown_status(meta),
+            "error": meta.get("error"),
+            "output": meta.get("output"),
         }
 
     # ---------------------------------------------------------------- controls

@@ -186,6 +186,32 @@ def test_replay_from_a_step(browser: WebDriver, server: ServerProcess, api: Api,
     assert _same_page(browser)
 
 
+def test_pause_resume_and_cancel_a_workflow(
+    browser: WebDriver, server: ServerProcess, api: Api, tag: str
+) -> None:
+    api.send("pipeline", tag, "jobs", {"n": 1})
+    actor_id = api.create("pipeline", tag)  # records the job, then waits for the next
+    _open_actor(browser, server, actor_id)
+    wait_until(browser, lambda d: len(_records(d)) == 1, "the first record step")
+    wait_until(browser, lambda d: text_of(d, "wf-status") == "running", "the running workflow")
+    assert not by_id(browser, "wf-resume").is_displayed()
+    by_id(browser, "wf-pause").click()
+    wait_until(browser, lambda d: text_of(d, "wf-status") == "paused", "the paused workflow")
+    assert not by_id(browser, "wf-pause").is_displayed()
+    by_id(browser, "wf-resume").click()
+    wait_until(browser, lambda d: text_of(d, "wf-status") == "running", "the resumed workflow")
+
+    by_id(browser, "wf-cancel").click()
+    dialog = by_id(browser, "confirm")
+    wait_until(browser, lambda d: dialog.is_displayed(), "the confirmation")
+    by_id(browser, "confirm-ok").click()
+    wait_until(browser, lambda d: text_of(d, "wf-status") == "cancelled", "the cancelled workflow")
+    wait_until(browser, lambda d: "cancelled in the inspector" in text_of(d, "wf-error"), "why")
+    assert not by_id(browser, "wf-cancel").is_displayed()
+    assert not by_id(browser, "wf-pause").is_displayed()
+    assert _same_page(browser)
+
+
 def test_actions_and_their_errors(
     browser: WebDriver, server: ServerProcess, api: Api, tag: str
 ) -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -125,3 +127,49 @@ async def _logged(handle: Any, line: str) -> bool:
 
 async def _counted_at_least(handle: Any, count: int) -> bool:
     return int(await handle.count()) >= count
+
+
+def _cli(server: ServerProcess, *args: str) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "perdure", *args, "--url", server.url]
+    return subprocess.run(command, capture_output=True, text=True, timeout=WAIT * 2)
+
+
+def test_the_cli_and_the_admin_api_pause_resume_and_cancel(server: ServerProcess) -> None:
+    asyncio.run(_start_paced(server, "c"))
+    paused = _cli(server, "workflow", "pause", "paced", "c", "--json")
+    assert paused.returncode == 0, paused.stderr
+    assert json.loads(paused.stdout)["status"] == "paused"
+    resumed = _cli(server, "workflow", "resume", "paced", "c", "--wait", "0")
+    assert resumed.returncode == 0, resumed.stderr
+    assert "resumed the workflow of paced [c]" in resumed.stdout
+    with httpx.Client(timeout=WAIT) as http:
+        actor_id = asyncio.run(_resolve(server, "c"))
+        answer = http.post(
+            f"{server.url}/admin/actors/{actor_id}/workflow/cancel", json={"reason": "ops"}
+        )
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["workflow"]["status"] in ("running", "cancelled")
+    asyncio.run(_ended(server, "c", "cancelled"))
+    again = _cli(server, "workflow", "cancel", "paced", "c", "--reason", "twice")
+    assert again.returncode == 1
+    assert "workflow.not_running" in again.stderr
+
+
+async def _start_paced(server: ServerProcess, key: str) -> None:
+    async with AsyncClient(server.url) as client:
+        await client.paced.get_or_create(key).resolve()
+
+
+async def _resolve(server: ServerProcess, key: str) -> str:
+    async with AsyncClient(server.url) as client:
+        return await client.paced.get(key).resolve()
+
+
+async def _ended(server: ServerProcess, key: str, status: str) -> None:
+    async with AsyncClient(server.url) as client:
+        handle = client.paced.get(key)
+
+        async def ended() -> bool:
+            return (await handle.workflow_status())["status"] == status
+
+        await eventually(ended, timeout=WAIT)

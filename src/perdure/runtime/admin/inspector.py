@@ -17,6 +17,7 @@ from perdure.errors import ActorNotFound
 from perdure.protocol.values import to_json_value
 from perdure.store.base import ActorRecord, QueueMessageRecord, ScheduleRecord
 from perdure.store.encoding import decode_value
+from perdure.workflows.control import shown_status
 from perdure.workflows.core import decode_history
 from perdure.workflows.history import Entry
 
@@ -280,7 +281,7 @@ def _workflow(meta: dict[str, Any] | None, entries: dict[str, Entry]) -> dict[st
     meta = meta or {"status": "pending"}
     ordered = sorted(entries.items(), key=lambda item: item[1].seq)
     return {
-        "status": meta.get("status", "pending"),
+        "status": shown_status(meta),
         "error": shown(meta.get("error")),
         "output": shown(meta.get("output")),
         "history": [entry_view(location, entry) for location, entry in ordered],

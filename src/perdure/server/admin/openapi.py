@@ -142,7 +142,9 @@ _SCHEMAS: dict[str, Any] = {
     ),
     "WorkflowStatus": _object(
         {
-            "status": {"enum": ["pending", "running", "completed", "failed"]},
+            "status": {
+                "enum": ["pending", "running", "paused", "completed", "failed", "cancelled"]
+            },
             "error": _ANY,
             "output": _ANY,
         }
@@ -330,6 +332,28 @@ def _paths() -> dict[str, Any]:
                 body=_object({"from": {"type": "string", "description": "A history location."}}),
                 extra=_CONFLICT,
             ),
+        },
+        "/admin/actors/{actor_id}/workflow/cancel": {
+            "parameters": [_ACTOR_ID],
+            "post": _operation(
+                "Cancel the workflow's run at its next durable point: its compensations "
+                "run and it ends cancelled (409 workflow.not_running if it has ended).",
+                status_answer,
+                body=_object({"reason": {"type": ["string", "null"]}}, required=False),
+                extra=_CONFLICT,
+            ),
+        },
+        "/admin/actors/{actor_id}/workflow/pause": {
+            "parameters": [_ACTOR_ID],
+            "post": _operation(
+                "Hold the workflow's run before its next step, durably, until resumed.",
+                status_answer,
+                extra=_CONFLICT,
+            ),
+        },
+        "/admin/actors/{actor_id}/workflow/resume": {
+            "parameters": [_ACTOR_ID],
+            "post": _operation("Let a paused workflow go on.", status_answer, extra=_CONFLICT),
         },
         "/admin/actors/{actor_id}/schedules/{schedule_id}": {
             "parameters": [

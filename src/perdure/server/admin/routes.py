@@ -26,6 +26,7 @@ from starlette.routing import Route
 
 from perdure._time import send_delay
 from perdure.errors import ActorNotFound, InvalidRequest
+from perdure.handles import WORKFLOW_CANCEL_ACTION, WORKFLOW_PAUSE_ACTION, WORKFLOW_RESUME_ACTION
 from perdure.protocol.values import from_json_value
 from perdure.runtime import (
     ActorInspector,
@@ -208,6 +209,23 @@ class _AdminApi:
         status = await self.dispatch.ref(actor_id).administer(Administer("replay", location))
         return json_response({"workflow": _status(status)})
 
+    async def control(self, request: Request) -> Response:
+        """``POST /admin/actors/{id}/workflow/{cancel|pause|resume}`` (a cancel takes
+        ``{"reason": text}``): the workflow's status once the request is recorded."""
+        actor_id = request.path_params["actor_id"]
+        kind = request.url.path.rstrip("/").rpartition("/")[2]
+        args: list[Any] = []
+        if kind == "cancel":
+            reason = (await self._body(request)).get("reason")
+            if reason is not None and not isinstance(reason, str):
+                raise InvalidRequest("`reason` must be text.", code="invalid_reason")
+            args = [reason]
+        name = await self._name_of(actor_id)
+        operation = CallAction(_CONTROLS[kind], args)
+        self.dispatch.check(name, operation)
+        status = await self.dispatch.ref(actor_id).perform(operation)
+        return json_response({"workflow": _status(status)})
+
     async def unschedule(self, request: Request) -> Response:
         """``DELETE /admin/actors/{id}/schedules/{schedule_id}``."""
         actor_id = request.path_params["actor_id"]
@@ -275,6 +293,14 @@ def _sse(number: int, kind: str, data: dict[str, Any]) -> bytes:
     return f"id: {number}\nevent: {kind}\ndata: {text}\n\n".encode()
 
 
+# The workflow controls of the admin API, and the built-in action each one calls.
+_CONTROLS = {
+    "cancel": WORKFLOW_CANCEL_ACTION,
+    "pause": WORKFLOW_PAUSE_ACTION,
+    "resume": WORKFLOW_RESUME_ACTION,
+}
+
+
 def _status(status: dict[str, Any]) -> dict[str, Any]:
     return {
         "status": status.get("status"),
@@ -310,6 +336,10 @@ def admin_routes(runtime: ActorRuntime, access: AdminAccess) -> list[Route]:
         Route(actor + "/queues/{queue}", guard(api.send), methods=["POST"]),
         Route(actor + "/workflow/retry", guard(api.retry), methods=["POST"]),
         Route(actor + "/workflow/replay", guard(api.replay), methods=["POST"]),
+        *(
+            Route(actor + f"/workflow/{kind}", guard(api.control), methods=["POST"])
+            for kind in _CONTROLS
+        ),
         Route(actor + "/schedules/{schedule_id}", guard(api.unschedule), methods=["DELETE"]),
         Route(actor + "/dead-letters", guard(api.dead_letters), methods=["GET"]),
         Route(actor + "/dead-letters/{message_id}/requeue", guard(api.requeue), methods=["POST"]),

@@ -64,6 +64,10 @@ function renderState(state) {
 function renderWorkflowStatus(workflow) {
   badge($("wf-status"), workflow.status);
   $("wf-retry").hidden = workflow.status !== "failed";
+  const live = ["pending", "running", "paused"].includes(workflow.status);
+  $("wf-cancel").hidden = !live;
+  $("wf-pause").hidden = !["pending", "running"].includes(workflow.status);
+  $("wf-resume").hidden = workflow.status !== "paused";
   if ("error" in workflow) {
     $("wf-error").hidden = !workflow.error;
     $("wf-error").textContent = workflow.error ? errorText(workflow.error) : "";
@@ -412,6 +416,26 @@ $("wf-retry").addEventListener("click", async (event) => {
   renderWorkflowStatus(answer.workflow);
   announce(`Workflow retried: ${answer.workflow.status}.`);
   scheduleRefresh();
+});
+
+async function control(button, kind, body) {
+  const answer = await operate(button, $("wf-op-error"), () => api("POST", `${base}/workflow/${kind}`, body));
+  if (answer === undefined) return;
+  renderWorkflowStatus(answer.workflow);
+  announce(`Workflow ${kind}: ${answer.workflow.status}.`);
+  scheduleRefresh();
+}
+
+$("wf-pause").addEventListener("click", (event) => control(event.currentTarget, "pause"));
+$("wf-resume").addEventListener("click", (event) => control(event.currentTarget, "resume"));
+$("wf-cancel").addEventListener("click", async (event) => {
+  const button = event.currentTarget;
+  const ok = await confirmDialog(
+    "Cancel the workflow?",
+    "The run stops at its next durable point: its compensations run and it ends cancelled. This cannot be undone.",
+    "Cancel workflow",
+  );
+  if (ok) await control(button, "cancel", { reason: "cancelled in the inspector" });
 });
 
 async function replayFrom(entry) {
