@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from perdure._names import vars_value
-from perdure.definition import WORKFLOW_STATUS_ACTION, ActorDefinition
+from perdure.definition import ActorDefinition
 from perdure.errors import (
     ActorAborted,
     ActorNotFound,
@@ -57,7 +57,7 @@ if TYPE_CHECKING:
     from perdure.runtime.kernel.idempotency import Once
     from perdure.workflows.engine import WorkflowRunner
 
-__all__ = ["WORKFLOW_STATUS_ACTION", "ActorInstance", "StopReason"]
+__all__ = ["ActorInstance", "StopReason"]
 
 
 class ActorInstance:
@@ -411,8 +411,6 @@ class ActorInstance:
     ) -> Any:
         """Run action ``name``; return its output once its state changes are durable."""
         if self.definition.is_workflow_action(name):
-            if name == WORKFLOW_STATUS_ACTION:
-                return await self.current_workflow_status()
             return await workflow_action(self, name, args)
         spec = self.definition.find_action(name, len(args))
         self._check_running()
@@ -452,9 +450,8 @@ class ActorInstance:
                 span.end(error)
 
     def workflow_status(self) -> dict[str, Any]:
-        """``{status, error, output}`` of this actor's workflow, as its run knows it
-        (``pending`` until the run has loaded its history: see
-        :meth:`current_workflow_status`)."""
+        """``{status, error, output}`` of the workflow as its run knows it (``pending``
+        until the run has loaded its history: :meth:`current_workflow_status`)."""
         if self.workflow is None:
             return {"status": "pending", "error": None, "output": None}
         return self.workflow.status()

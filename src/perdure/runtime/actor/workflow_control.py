@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import math
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from perdure.errors import InvalidRequest
 from perdure.handles import (
@@ -27,14 +27,38 @@ from perdure.handles import (
     WORKFLOW_PAUSE_ACTION,
     WORKFLOW_RESULT_ACTION,
     WORKFLOW_RESUME_ACTION,
+    WORKFLOW_STATUS_ACTION,
 )
 from perdure.workflows.control import FINISHED
 
 if TYPE_CHECKING:
-    from perdure.runtime.actor.instance import ActorInstance
+    from perdure.runtime.actor.workflow_outcomes import WorkflowOutcomes
     from perdure.workflows.engine import WorkflowRunner
 
-__all__ = ["MAX_REASON", "MAX_RESULT_WAIT", "workflow_action"]
+
+class _OutcomesHost(Protocol):
+    @property
+    def outcomes(self) -> WorkflowOutcomes: ...
+
+
+class WorkflowActor(Protocol):
+    """What the built-in workflow actions need of the live actor (ActorInstance has it)."""
+
+    @property
+    def actor_id(self) -> str: ...
+
+    @property
+    def host(self) -> _OutcomesHost: ...
+
+    @property
+    def workflow(self) -> WorkflowRunner | None: ...
+
+    def workflow_status(self) -> dict[str, Any]: ...
+
+    async def current_workflow_status(self) -> dict[str, Any]: ...
+
+
+__all__ = ["MAX_REASON", "MAX_RESULT_WAIT", "WorkflowActor", "workflow_action"]
 
 MAX_RESULT_WAIT = 300.0
 """The longest one ``$workflow_result`` call waits (seconds); clients ask again."""
@@ -43,9 +67,11 @@ MAX_REASON = 1024
 """The longest cancel reason kept (characters)."""
 
 
-async def workflow_action(instance: ActorInstance, name: str, args: list[Any]) -> Any:
-    """Run the built-in workflow action ``name`` (not ``$workflow``: the caller answers
-    the status itself) with ``args``; the workflow's status after it."""
+async def workflow_action(instance: WorkflowActor, name: str, args: list[Any]) -> Any:
+    """Run the built-in workflow action ``name`` with ``args``; the workflow's status
+    (after the control, for a control)."""
+    if name == WORKFLOW_STATUS_ACTION:
+        return await instance.current_workflow_status()
     if name == WORKFLOW_RESULT_ACTION:
         return await _result(instance, _timeout(args))
     runner = await _runner(instance)
@@ -59,7 +85,7 @@ async def workflow_action(instance: ActorInstance, name: str, args: list[Any]) -
     raise AssertionError(f"not a workflow action: {name}")
 
 
-async def _runner(instance: ActorInstance) -> WorkflowRunner:
+async def _runner(instance: WorkflowActor) -> WorkflowRunner:
     await instance.current_workflow_status()  # the run has loaded its status record
     runner = instance.workflow
     if runner is None:
@@ -67,7 +93,7 @@ async def _runner(instance: ActorInstance) -> WorkflowRunner:
     return runner
 
 
-async def _result(instance: ActorInstance, timeout: float) -> dict[str, Any]:
+async def _result(instance: WorkflowActor, timeout: float) -> dict[str, Any]:
     """The status once the run has ended, or as it stands after ``timeout`` seconds."""
     outcomes = instance.host.outcomes
     ended = outcomes.watch(instance.actor_id)  # before the check: no end slips between
