@@ -43,6 +43,7 @@ from perdure.errors import (
     RemoteError,
     status_for,
 )
+from perdure.handles import LONGEST_WAIT, WORKFLOW_RESULT_ACTION
 from perdure.runtime import (
     NO_CONNECTION,
     ActorIdentity,
@@ -74,6 +75,17 @@ _READ_TIMEOUT = 120.0
 _MAX_FORWARD_BODY = 64 * 1024 * 1024
 _CONNECT = 2.0  # seconds to open a TCP connection to a peer
 _OPEN_CONNECTION = 10.0  # seconds for an actor connection on a peer to open (its hooks run)
+
+
+def _held_for(operation: object) -> float:
+    """How long the owner may hold its answer on purpose: a waiting send's timeout, a
+    workflow result's wait (docs/workflow-control.md)."""
+    if isinstance(operation, SendMessage) and operation.wait and operation.timeout:
+        return operation.timeout
+    if isinstance(operation, CallAction) and operation.action == WORKFLOW_RESULT_ACTION:
+        wait = operation.args[0] if operation.args else None
+        return float(wait) if isinstance(wait, int | float) else LONGEST_WAIT
+    return 0.0
 
 
 class HttpPeers:
@@ -119,9 +131,7 @@ class HttpPeers:
             if carrier is not None:
                 request["traceparent"] = carrier
         body = cbor2.dumps(request)
-        timeout = _READ_TIMEOUT
-        if isinstance(operation, SendMessage) and operation.wait and operation.timeout:
-            timeout += operation.timeout
+        timeout = _READ_TIMEOUT + _held_for(operation)
         url = node.address.rstrip("/") + FORWARD_PATH
         try:
             status, content = await self._post(url, body, timeout)
