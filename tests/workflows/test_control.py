@@ -245,3 +245,30 @@ async def _sleeping(rig: Rig) -> bool:
     """The run waits (in a sleep or a receive) and its history says so."""
     rows = rig.rows("SELECT location FROM workflow_history")
     return any(location in ("cool-off", "then") for (location,) in rows)
+
+
+async def test_a_cancel_in_one_branch_of_a_join_stops_the_others(rig: Rig) -> None:
+    log: list[str] = []
+    started = asyncio.Event()
+
+    async def long_step(step: StepContext) -> None:
+        started.set()
+        await asyncio.sleep(30)
+        log.append("long step finished")
+
+    async def run(ctx: WorkflowContext) -> None:
+        await ctx.join(
+            "both",
+            {
+                "waiting": lambda branch: branch.sleep("nap", 3600),
+                "working": lambda branch: branch.step("long", long_step, timeout=60),
+            },
+        )
+
+    await rig.start(setup(use={"wf": workflow(run=run)}))
+    await rig.wake("wf")
+    await asyncio.wait_for(started.wait(), 5)
+    await rig.handle("wf").cancel_workflow()
+    with pytest.raises(WorkflowCancelled):
+        await rig.handle("wf").workflow_result(timeout=5)  # not the long step's 30 s
+    assert log == []

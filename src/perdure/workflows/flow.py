@@ -139,10 +139,7 @@ class FlowPrimitives(RunnerCore):
         for branch in branches:
             validate_name(branch)
         entry = entry or self.history.record(location, Entry("join", "running"))
-        results = await asyncio.gather(
-            *(self._branch(child_location(location, b), fn) for b, fn in branches.items()),
-            return_exceptions=True,
-        )
+        results = await self._join_branches(location, branches)
         outputs: dict[str, Any] = {}
         errors: dict[str, BaseException] = {}
         for branch, result in zip(branches, results, strict=True):
@@ -159,6 +156,32 @@ class FlowPrimitives(RunnerCore):
         self.history.touch(location)
         self.stage()
         return outputs
+
+    async def _join_branches(self, location: str, branches: dict[str, Block]) -> list[Any]:
+        """Every branch's result or exception, in order. A cancel landing in one branch
+        stops the others at once (a step of theirs in progress included): the run is
+        cancelled, and nothing of theirs is to be waited for."""
+        tasks = [
+            asyncio.ensure_future(self._branch(child_location(location, b), fn))
+            for b, fn in branches.items()
+        ]
+        try:
+            pending = set(tasks)
+            while pending:
+                done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_EXCEPTION)
+                if any(_cancelled_run(task) for task in done):
+                    for task in pending:
+                        task.cancel()
+                    break
+        finally:
+            for task in tasks:
+                if not task.done():
+                    task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+        cancelled = next((t.exception() for t in tasks if _cancelled_run(t)), None)
+        if cancelled is not None:
+            raise cancelled
+        return [task.exception() or task.result() for task in tasks]
 
     async def _branch(self, scope: str, fn: Block) -> Any:
         output = await maybe_await(fn(self.context(scope)))
@@ -205,3 +228,8 @@ class FlowPrimitives(RunnerCore):
         self.history.touch(location)
         await self.commit()
         return winner
+
+
+def _cancelled_run(task: asyncio.Future[Any]) -> bool:
+    """The branch ended because the run's cancel landed in it."""
+    return task.done() and not task.cancelled() and isinstance(task.exception(), WorkflowCancelled)
