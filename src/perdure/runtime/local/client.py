@@ -37,6 +37,7 @@ from perdure.handles import (
     ResultWait,
     SendResult,
     WorkflowStatus,
+    check_idempotency_key,
     seconds,
 )
 from perdure.keys import normalize_key
@@ -179,7 +180,7 @@ class LocalHandle(IdempotencyKeyed):
         if self._ref is None and self._method != "get":
             # Checked before the first use can create the actor, as over the network.
             operation = self._dispatch.check(self._name, operation)
-        if self._idempotency_key is not None:
+        if self._idempotency_key is not None and operation.idempotency_key is None:
             operation.idempotency_key = self._idempotency_key
         return await (await self._resolved()).perform(operation)
 
@@ -231,8 +232,9 @@ class LocalHandle(IdempotencyKeyed):
         message = SendMessage(
             queue, body, wait, seconds(timeout, "send() timeout"), delay=delay_s, at=at_ms
         )
-        handle = self if idempotency_key is None else self.with_idempotency_key(idempotency_key)
-        result = await handle._perform(message)
+        if idempotency_key is not None:
+            message.idempotency_key = check_idempotency_key(idempotency_key)
+        result = await self._perform(message)
         return SendResult(result.status, result.response) if wait else None
 
     async def workflow_status(self) -> WorkflowStatus:
