@@ -21,6 +21,7 @@ can name it. Durations are seconds (``float``) or :class:`~datetime.timedelta`.
 
 from __future__ import annotations
 
+import copy
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -28,11 +29,12 @@ from datetime import datetime, timedelta
 from typing import Any, Literal, Protocol, Self, TypeAlias, TypedDict, overload
 
 from perdure._time import optional_duration
-from perdure.errors import WorkflowCancelled, WorkflowFailed
+from perdure.errors import IdempotencyError, WorkflowCancelled, WorkflowFailed
 
 __all__ = [
     "FINISHED",
     "LONGEST_WAIT",
+    "MAX_IDEMPOTENCY_KEY_LENGTH",
     "Accessor",
     "ActorEvent",
     "Client",
@@ -41,6 +43,7 @@ __all__ = [
     "Duration",
     "EventGap",
     "Handle",
+    "IdempotencyKeyed",
     "Instant",
     "ResultWait",
     "SendResult",
@@ -49,6 +52,7 @@ __all__ = [
     "SyncConnection",
     "SyncHandle",
     "WorkflowStatus",
+    "check_idempotency_key",
     "result_of",
     "seconds",
 ]
@@ -75,6 +79,40 @@ Duration: TypeAlias = float | timedelta
 
 Instant: TypeAlias = datetime | int
 """An instant: a timezone-aware :class:`~datetime.datetime`, or epoch milliseconds."""
+
+
+MAX_IDEMPOTENCY_KEY_LENGTH = 256
+
+
+def check_idempotency_key(key: Any) -> str:
+    """``key`` if it is a valid idempotency key, else ``idempotency.key_invalid``:
+    1 to 256 printable ASCII characters (what an HTTP header carries as it is;
+    docs/idempotency.md). Checked by every client and by the server."""
+    if not isinstance(key, str) or not key:
+        raise IdempotencyError("The idempotency key is empty or not a string.")
+    if len(key) > MAX_IDEMPOTENCY_KEY_LENGTH:
+        limit = MAX_IDEMPOTENCY_KEY_LENGTH
+        raise IdempotencyError(
+            f"The idempotency key is {len(key)} characters long; the limit is {limit}.",
+            metadata={"length": len(key), "limit": limit},
+        )
+    if not (key.isascii() and key.isprintable()):
+        raise IdempotencyError("The idempotency key must be printable ASCII.")
+    return key
+
+
+class IdempotencyKeyed:
+    """What every client's handle shares: :meth:`with_idempotency_key`."""
+
+    _idempotency_key: str | None = None
+
+    def with_idempotency_key(self, key: str) -> Self:
+        """This handle, its sends and action calls applied at most once per ``key``
+        within the actor's retention window; a retry gets the first answer
+        (docs/idempotency.md)."""
+        handle = copy.copy(self)
+        handle._idempotency_key = check_idempotency_key(key)
+        return handle
 
 
 def seconds(duration: Duration | None, what: str = "timeout") -> float | None:
@@ -226,11 +264,18 @@ class Handle(Protocol):
         timeout: Duration | None = None,
         delay: Duration | None = None,
         at: Instant | None = None,
+        idempotency_key: str | None = None,
     ) -> None: ...
 
     @overload
     async def send(
-        self, queue: str, body: Any, *, wait: Literal[True], timeout: Duration | None = None
+        self,
+        queue: str,
+        body: Any,
+        *,
+        wait: Literal[True],
+        timeout: Duration | None = None,
+        idempotency_key: str | None = None,
     ) -> SendResult: ...
 
     async def send(
@@ -242,12 +287,20 @@ class Handle(Protocol):
         timeout: Duration | None = None,
         delay: Duration | None = None,
         at: Instant | None = None,
+        idempotency_key: str | None = None,
     ) -> SendResult | None:
         """Send ``body`` to queue ``queue`` (durable on return). With ``wait``, wait up
         to ``timeout`` for the receiver to complete it: a :class:`SendResult`. With
         ``delay`` (a duration) or ``at`` (an aware ``datetime`` or epoch ms) the message
         is stored now and received only from then on (docs/queues.md, "Delayed sends");
-        a delayed send cannot wait."""
+        a delayed send cannot wait. With ``idempotency_key`` it is applied at most once
+        per key, and a retry gets the first answer (docs/idempotency.md)."""
+        ...
+
+    def with_idempotency_key(self, key: str) -> Self:
+        """This handle, its sends and action calls applied at most once per ``key``
+        within the actor's retention window; a retry gets the first answer
+        (docs/idempotency.md)."""
         ...
 
     def events(
@@ -371,11 +424,18 @@ class SyncHandle(Protocol):
         timeout: Duration | None = None,
         delay: Duration | None = None,
         at: Instant | None = None,
+        idempotency_key: str | None = None,
     ) -> None: ...
 
     @overload
     def send(
-        self, queue: str, body: Any, *, wait: Literal[True], timeout: Duration | None = None
+        self,
+        queue: str,
+        body: Any,
+        *,
+        wait: Literal[True],
+        timeout: Duration | None = None,
+        idempotency_key: str | None = None,
     ) -> SendResult: ...
 
     def send(
@@ -387,7 +447,10 @@ class SyncHandle(Protocol):
         timeout: Duration | None = None,
         delay: Duration | None = None,
         at: Instant | None = None,
+        idempotency_key: str | None = None,
     ) -> SendResult | None: ...
+
+    def with_idempotency_key(self, key: str) -> Self: ...
 
     def events(
         self, since: int | None = None, *, params: Any = None

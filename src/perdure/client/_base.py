@@ -24,12 +24,13 @@ import base64
 import json
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Generic, Literal, TypeAlias, TypeVar, cast
 from urllib.parse import quote, unquote, urlencode, urlsplit, urlunsplit
 
 from perdure._time import send_delay
 from perdure.client._errors import ActorError, TransportError
+from perdure.client._retry import DEFAULT_RETRIES, check_retries
 from perdure.errors import InvalidRequest, PerdureError
 from perdure.handles import Duration, Instant, SendResult, seconds
 from perdure.keys import Key, normalize_key, serialize_key
@@ -89,6 +90,8 @@ class ClientConfig:
     bounds every HTTP request and every action over a connection; ``None`` waits forever.
     ``max_reconnect_delay`` caps a connection's reconnect backoff (250 ms doubling up to
     it): lower it where a server restarts often and events must resume quickly.
+    ``retries``: how many times a send or an action call whose outcome is unknown is
+    tried again, with its idempotency key (docs/clients.md, "Retries"); 0 turns it off.
     """
 
     endpoint: str = DEFAULT_ENDPOINT
@@ -100,6 +103,7 @@ class ClientConfig:
     timeout: float | None = DEFAULT_TIMEOUT
     max_input_size: int = 4096
     max_reconnect_delay: float = DEFAULT_MAX_RECONNECT_DELAY
+    retries: int = DEFAULT_RETRIES
 
     @classmethod
     def build(
@@ -114,6 +118,7 @@ class ClientConfig:
         timeout: float | None = DEFAULT_TIMEOUT,
         max_input_size: int = 4096,
         max_reconnect_delay: float = DEFAULT_MAX_RECONNECT_DELAY,
+        retries: int = DEFAULT_RETRIES,
     ) -> ClientConfig:
         """Validate the user's arguments and normalise the endpoint."""
         if encoding not in ("json", "cbor", "bare"):
@@ -139,6 +144,7 @@ class ClientConfig:
             timeout=timeout,
             max_input_size=max_input_size,
             max_reconnect_delay=max_reconnect_delay,
+            retries=check_retries(retries),
         )
 
     @property
@@ -285,7 +291,8 @@ class HttpReply:
 @dataclass(frozen=True, slots=True)
 class HttpCall(Generic[T]):
     """One HTTP exchange, fully described; ``parse`` turns the reply into the result
-    (or raises :class:`ActorError`/:class:`TransportError`)."""
+    (or raises :class:`ActorError`/:class:`TransportError`). ``retryable``: it may be
+    sent again when its outcome is unknown (it carries an idempotency key, or reads)."""
 
     method: str
     url: str
@@ -293,6 +300,14 @@ class HttpCall(Generic[T]):
     content: bytes | None
     timeout: float | None
     parse: Callable[[HttpReply], T]
+    retryable: bool = False
+
+    def keyed(self, key: str | None) -> HttpCall[T]:
+        """This call with idempotency key ``key`` (the ``Idempotency-Key`` header), which
+        makes it safe to retry; itself without one."""
+        if key is None:
+            return self
+        return replace(self, headers={**self.headers, "idempotency-key": key}, retryable=True)
 
 
 def _protocol_headers(config: ClientConfig, params: Any) -> dict[str, str]:
@@ -314,9 +329,16 @@ def _encode_http(message: Any, config: ClientConfig) -> bytes:
 
 
 def action_call(
-    config: ClientConfig, target: Target, name: str, args: Sequence[Any], params: Any
+    config: ClientConfig,
+    target: Target,
+    name: str,
+    args: Sequence[Any],
+    params: Any,
+    *,
+    read: bool = False,
 ) -> HttpCall[Any]:
-    """``POST /action/{name}`` with ``{args}``; the result is the action's output."""
+    """``POST /action/{name}`` with ``{args}``; the result is the action's output.
+    ``read``: it changes nothing, so it may be retried without an idempotency key."""
     content = _encode_http(HttpActionRequest(list(args)), config)
 
     def parse(reply: HttpReply) -> Any:
@@ -332,6 +354,7 @@ def action_call(
         content,
         config.timeout,
         parse,
+        retryable=read,
     )
 
 
@@ -402,6 +425,11 @@ def _decode_http(reply: HttpReply, encoding: Encoding, kind: type[T]) -> T:
     return decoded
 
 
+# What a proxy in front of the servers answers when a node failed or was away: the
+# request may or may not have reached it (docs/clients.md, "Retries").
+_PROXY_FAILURES = frozenset({502, 503, 504})
+
+
 def error_from_reply(reply: HttpReply, encoding: Encoding) -> Exception:
     """The error an unsuccessful reply stands for.
 
@@ -414,7 +442,10 @@ def error_from_reply(reply: HttpReply, encoding: Encoding) -> Exception:
         error = codec.decode_http(reply.content, body_encoding, HttpResponseError)
     except InvalidRequest:
         snippet = reply.content[:200].decode("utf-8", "replace")
-        return TransportError(f"The server answered HTTP {reply.status}: {snippet!r}")
+        return TransportError(
+            f"The server answered HTTP {reply.status}: {snippet!r}",
+            retryable=reply.status in _PROXY_FAILURES,
+        )
     return ActorError(
         error.group,
         error.code,

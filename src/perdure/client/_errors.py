@@ -57,7 +57,14 @@ class ActorError(PerdureError):
 
 class TransportError(ConnectionError):
     """The server could not be reached, the connection broke, or it answered with
-    something that is not the protocol (a proxy's HTML error page, say)."""
+    something that is not the protocol (a proxy's HTML error page, say).
+
+    ``retryable``: the request got no answer (refused, broken or timed out) or a proxy's
+    502/503/504, so a keyed request may be tried again (docs/clients.md, "Retries")."""
+
+    def __init__(self, *args: object, retryable: bool = False) -> None:
+        super().__init__(*args)
+        self.retryable = retryable
 
 
 class TransportTimeout(TransportError, TimeoutError):

@@ -39,7 +39,15 @@ from perdure.client._base import (
 )
 from perdure.client._errors import ConnectionDisposed, TransportError, TransportTimeout
 from perdure.client._frames import user_agent
-from perdure.handles import WORKFLOW_STATUS_ACTION, Duration, Instant, WorkflowStatus
+from perdure.client._retry import DEFAULT_RETRIES, request_key
+from perdure.handles import (
+    WORKFLOW_RESULT_ACTION,
+    WORKFLOW_STATUS_ACTION,
+    Duration,
+    IdempotencyKeyed,
+    Instant,
+    WorkflowStatus,
+)
 
 # The built-in action that answers a workflow actor's status (over every transport).
 WORKFLOW_ACTION = WORKFLOW_STATUS_ACTION
@@ -100,6 +108,7 @@ class ClientBase(Generic[TransportT, HttpT, AccessorT, ConnT]):
         token: str | None = None,
         timeout: float | None = DEFAULT_TIMEOUT,
         max_reconnect_delay: float = DEFAULT_MAX_RECONNECT_DELAY,
+        retries: int = DEFAULT_RETRIES,
         transport: TransportT | None = None,
     ) -> None:
         self.config = ClientConfig.build(
@@ -110,6 +119,7 @@ class ClientBase(Generic[TransportT, HttpT, AccessorT, ConnT]):
             token=token,
             timeout=timeout,
             max_reconnect_delay=max_reconnect_delay,
+            retries=retries,
         )
         self._http: HttpT = self._pool(
             transport=transport, timeout=timeout, headers={"user-agent": user_agent()}
@@ -137,7 +147,8 @@ class ClientBase(Generic[TransportT, HttpT, AccessorT, ConnT]):
     def _exchange(self, call: HttpCall[Any]) -> Iterator[httpx.Request]:
         """The request ``call`` stands for, on this client's pool (refused once closed);
         httpx's failures while it is sent become :class:`TransportError`
-        (:class:`TransportTimeout` when no answer came in time)."""
+        (:class:`TransportTimeout` when no answer came in time), ``retryable`` when the
+        exchange got no answer (refused, broken, timed out)."""
         self._check_open()
         request = self._http.build_request(
             call.method,
@@ -150,7 +161,11 @@ class ClientBase(Generic[TransportT, HttpT, AccessorT, ConnT]):
             yield request
         except httpx.TimeoutException as exc:
             raise TransportTimeout(
-                f"{call.method} {call.url}: no answer within {call.timeout} s."
+                f"{call.method} {call.url}: no answer within {call.timeout} s.", retryable=True
+            ) from exc
+        except (httpx.NetworkError, httpx.RemoteProtocolError) as exc:
+            raise TransportError(
+                f"{call.method} {call.url} failed: {exc!r}", retryable=True
             ) from exc
         except httpx.HTTPError as exc:
             raise TransportError(f"{call.method} {call.url} failed: {exc!r}") from exc
@@ -207,7 +222,7 @@ class AccessorBase(Generic[ClientT, HandleT]):
         return create_call(self._client.config, self.name, key, input)
 
 
-class HandleBase(Generic[ClientT]):
+class HandleBase(IdempotencyKeyed, Generic[ClientT]):
     """The address of one actor and the requests a handle makes to it; the subclasses
     perform them (``action``, ``send``, ``resolve``) and open connections."""
 
@@ -216,8 +231,15 @@ class HandleBase(Generic[ClientT]):
         self._target = target
         self._params = params
 
+    def _key(self, key: str | None = None) -> str | None:
+        """A request's idempotency key: ``key``, the handle's, or a fresh one when the
+        client retries (docs/clients.md, "Retries")."""
+        chosen = key if key is not None else self._idempotency_key
+        return request_key(self._client.config.retries, chosen)
+
     def _action_call(self, name: str, args: tuple[Any, ...]) -> HttpCall[Any]:
-        return action_call(self._client.config, self._target, name, args, self._params)
+        config = self._client.config
+        return action_call(config, self._target, name, args, self._params).keyed(self._key())
 
     def _queue_call(
         self,
@@ -243,16 +265,23 @@ class HandleBase(Generic[ClientT]):
         )
 
     def _status_call(self) -> HttpCall[WorkflowStatus]:
-        """The built-in ``$workflow`` action (a workflow actor's status)."""
-        call = action_call(self._client.config, self._target, WORKFLOW_ACTION, (), self._params)
+        """The built-in ``$workflow`` action (a workflow actor's status; a read)."""
+        config = self._client.config
+        call = action_call(config, self._target, WORKFLOW_ACTION, (), self._params, read=True)
         return cast("HttpCall[WorkflowStatus]", call)
 
     def _workflow_call(
         self, action: str, args: Sequence[Any], wait: float = 0.0
     ) -> HttpCall[WorkflowStatus]:
         """A built-in workflow action (``$workflow_cancel``…); ``wait``: how long the
-        server may hold the answer (``$workflow_result``), added to the HTTP timeout."""
-        call = action_call(self._client.config, self._target, action, args, self._params)
+        server may hold the answer (``$workflow_result``, a read), added to the HTTP
+        timeout. The controls carry an idempotency key, as any action call."""
+        config = self._client.config
+        if action == WORKFLOW_RESULT_ACTION:
+            call = action_call(config, self._target, action, args, self._params, read=True)
+        else:
+            call = action_call(config, self._target, action, args, self._params)
+            call = call.keyed(self._key())
         if wait and call.timeout is not None:
             call = dataclasses.replace(call, timeout=call.timeout + wait)
         return cast("HttpCall[WorkflowStatus]", call)

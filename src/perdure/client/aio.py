@@ -40,8 +40,9 @@ from perdure.client._base import (
 )
 from perdure.client._connection import ConnectionBase
 from perdure.client._connstate import Call
-from perdure.client._errors import ActorError
+from perdure.client._errors import ActorError, TransportError
 from perdure.client._frames import encode_frame
+from perdure.client._retry import DEFAULT_RETRIES, Retrying
 from perdure.client._shared import AccessorBase, ActionAttributes, ClientBase, HandleBase, reply_of
 from perdure.handles import (
     WORKFLOW_CANCEL_ACTION,
@@ -80,6 +81,7 @@ def create_client(
     token: str | None = None,
     timeout: float | None = DEFAULT_TIMEOUT,
     max_reconnect_delay: float = DEFAULT_MAX_RECONNECT_DELAY,
+    retries: int = DEFAULT_RETRIES,
 ) -> AsyncClient:
     """An :class:`AsyncClient` for the server at ``endpoint``; see :class:`AsyncClient`."""
     return AsyncClient(
@@ -90,6 +92,7 @@ def create_client(
         token=token,
         timeout=timeout,
         max_reconnect_delay=max_reconnect_delay,
+        retries=retries,
     )
 
 
@@ -104,6 +107,9 @@ class AsyncClient(
     ``get_or_create``, ``create`` and ``get_for_id``. ``encoding`` is ``"json"`` (the
     default), ``"cbor"`` or ``"bare"``; ``headers`` go on every request and upgrade;
     ``timeout`` (seconds, ``None`` for none) bounds each request and each action.
+    ``retries`` (default 3, 0 for none): how many times a send or an action call whose
+    outcome is unknown (no answer, a 503) is tried again with its idempotency key, so it
+    is applied once and answered (docs/clients.md, "Retries").
     Use it as ``async with`` or call :meth:`close`: that closes the HTTP pool and
     disposes every connection.
 
@@ -134,9 +140,19 @@ class AsyncClient(
         await self.close()
 
     async def _perform(self, call: HttpCall[T]) -> T:
-        with self._exchange(call) as request:
-            response = await self._http.send(request)
-        return call.parse(reply_of(response))
+        """Send ``call``; again, after a pause, while its outcome is unknown and it
+        may be retried (docs/clients.md, "Retries")."""
+        retrying = Retrying(self.config.retries if call.retryable else 0)
+        while True:
+            try:
+                with self._exchange(call) as request:
+                    response = await self._http.send(request)
+                return call.parse(reply_of(response))
+            except (TransportError, ActorError) as exc:
+                pause = retrying.pause(exc)
+                if pause is None:
+                    raise
+            await asyncio.sleep(pause)
 
 
 class AsyncActorAccessor(AccessorBase[AsyncClient, "AsyncActorHandle"]):
@@ -180,11 +196,18 @@ class AsyncActorHandle(HandleBase[AsyncClient], ActionAttributes[Awaitable[Any]]
         timeout: Duration | None = None,
         delay: Duration | None = None,
         at: Instant | None = None,
+        idempotency_key: str | None = None,
     ) -> None: ...
 
     @overload
     async def send(
-        self, name: str, body: Any, *, wait: Literal[True], timeout: Duration | None = None
+        self,
+        name: str,
+        body: Any,
+        *,
+        wait: Literal[True],
+        timeout: Duration | None = None,
+        idempotency_key: str | None = None,
     ) -> QueueResult: ...
 
     async def send(
@@ -196,6 +219,7 @@ class AsyncActorHandle(HandleBase[AsyncClient], ActionAttributes[Awaitable[Any]]
         timeout: Duration | None = None,
         delay: Duration | None = None,
         at: Instant | None = None,
+        idempotency_key: str | None = None,
     ) -> QueueResult | None:
         """Send ``body`` to the actor's queue ``name`` (durably enqueued on return).
 
@@ -206,10 +230,12 @@ class AsyncActorHandle(HandleBase[AsyncClient], ActionAttributes[Awaitable[Any]]
         With ``delay`` (seconds or a ``timedelta``) or ``at`` (an aware ``datetime`` or
         epoch ms) the message is stored now and received from then on (docs/queues.md,
         "Delayed sends"); a delayed send cannot wait.
+
+        ``idempotency_key``: applied at most once per key; a retry gets the first answer
+        (docs/idempotency.md). Without one, the client makes one when it retries.
         """
-        return await self._client._perform(
-            self._queue_call(name, body, wait=wait, timeout=timeout, delay=delay, at=at)
-        )
+        call = self._queue_call(name, body, wait=wait, timeout=timeout, delay=delay, at=at)
+        return await self._client._perform(call.keyed(self._key(idempotency_key)))
 
     async def workflow_status(self) -> WorkflowStatus:
         """The actor's workflow status ``{status, error, output}`` (``$workflow``)."""

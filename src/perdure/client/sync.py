@@ -31,6 +31,7 @@ import inspect
 import logging
 import queue
 import threading
+import time
 from collections.abc import Awaitable, Callable, Iterator
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
@@ -42,8 +43,9 @@ from websockets.sync.client import connect as ws_connect
 from perdure.client._base import HttpCall, KeyArg, QueueResult, Target
 from perdure.client._connection import ConnectionBase
 from perdure.client._connstate import Call
-from perdure.client._errors import ActorError
+from perdure.client._errors import ActorError, TransportError
 from perdure.client._frames import OPEN_TIMEOUT, encode_frame
+from perdure.client._retry import Retrying
 from perdure.client._shared import AccessorBase, ActionAttributes, ClientBase, HandleBase, reply_of
 from perdure.handles import (
     WORKFLOW_CANCEL_ACTION,
@@ -103,9 +105,19 @@ class Client(ClientBase[httpx.BaseTransport, httpx.Client, "ActorAccessor", "Act
         self.close()
 
     def _perform(self, call: HttpCall[T]) -> T:
-        with self._exchange(call) as request:
-            response = self._http.send(request)
-        return call.parse(reply_of(response))
+        """Send ``call``; again, after a pause, while its outcome is unknown and it
+        may be retried (docs/clients.md, "Retries")."""
+        retrying = Retrying(self.config.retries if call.retryable else 0)
+        while True:
+            try:
+                with self._exchange(call) as request:
+                    response = self._http.send(request)
+                return call.parse(reply_of(response))
+            except (TransportError, ActorError) as exc:
+                pause = retrying.pause(exc)
+                if pause is None:
+                    raise
+            time.sleep(pause)
 
 
 class ActorAccessor(AccessorBase[Client, "ActorHandle"]):
@@ -139,11 +151,18 @@ class ActorHandle(HandleBase[Client], ActionAttributes[Any]):
         timeout: Duration | None = None,
         delay: Duration | None = None,
         at: Instant | None = None,
+        idempotency_key: str | None = None,
     ) -> None: ...
 
     @overload
     def send(
-        self, name: str, body: Any, *, wait: Literal[True], timeout: Duration | None = None
+        self,
+        name: str,
+        body: Any,
+        *,
+        wait: Literal[True],
+        timeout: Duration | None = None,
+        idempotency_key: str | None = None,
     ) -> QueueResult: ...
 
     def send(
@@ -155,12 +174,12 @@ class ActorHandle(HandleBase[Client], ActionAttributes[Any]):
         timeout: Duration | None = None,
         delay: Duration | None = None,
         at: Instant | None = None,
+        idempotency_key: str | None = None,
     ) -> QueueResult | None:
         """Send ``body`` to the actor's queue ``name``; see
         :meth:`perdure.client.AsyncActorHandle.send`."""
-        return self._client._perform(
-            self._queue_call(name, body, wait=wait, timeout=timeout, delay=delay, at=at)
-        )
+        call = self._queue_call(name, body, wait=wait, timeout=timeout, delay=delay, at=at)
+        return self._client._perform(call.keyed(self._key(idempotency_key)))
 
     def workflow_status(self) -> WorkflowStatus:
         """The actor's workflow status ``{status, error, output}`` (``$workflow``)."""

@@ -21,8 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from perdure.client import ActorError, AsyncActorHandle, TransportError, create_client
-from tests.support.cluster import Cluster, ClusterNode
+from perdure.client import ActorError, AsyncActorHandle, AsyncClient, TransportError, create_client
+from tests.support.cluster import Balancer, Cluster, ClusterNode
+from tests.support.lost_answers import LoseAnswerAfter
 from tests.support.postgres import control_local_postgres, require_local_postgres, wait_postgres
 from tests.support.progress import drained
 from tests.support.server import ServerProcess
@@ -293,3 +294,94 @@ async def wait_for_log(node: ServerProcess, text: str, timeout: float) -> None:
     async with asyncio.timeout(timeout):
         while text not in node.log():
             await asyncio.sleep(0.1)
+
+
+# -- idempotency keys (docs/idempotency.md): retried after the owner's kill -9 ------------
+
+RETRIES = 3
+
+
+async def test_a_keyed_send_retried_after_the_owners_kill_is_applied_once(
+    tmp_path: Path, start_cluster: StartCluster
+) -> None:
+    """The owner applies the send and dies before its answer arrives (the transport
+    kills it, then reports a broken connection); the client's retry goes through HAProxy
+    to a survivor, which takes the actor over, finds the key's record and answers."""
+    nodes = await asyncio.to_thread(start_cluster)
+    owner = nodes[0]
+    lost = LoseAnswerAfter("/queue/", owner.kill)
+    with Balancer.in_front_of(nodes, base_dir=tmp_path) as balancer:
+        try:
+            async with create_client(owner.url) as direct:
+                await direct.progressActor.get_or_create(["keyed"]).getState()  # on node 0
+            async with AsyncClient(balancer.url, transport=lost, retries=RETRIES) as client:  # type: ignore[arg-type]
+                handle = client.progressActor.get_or_create(["keyed"])
+                async with asyncio.timeout(60):
+                    await handle.send("jobs", {"value": BASE**1})
+                    await handle.send("jobs", {"value": BASE**2}, idempotency_key="job-2")
+                    await handle.send("jobs", {"value": BASE**2}, idempotency_key="job-2")
+                state = await drained([handle], timeout=90, retry_on=NODE_ERRORS)
+        finally:
+            for node in nodes:
+                node.kill()
+    assert not owner.running
+    assert len(lost.keys) == 4
+    assert lost.keys[0] is not None
+    assert lost.keys[0] == lost.keys[1]  # the retry carried the first try's key
+    assert digits(state["sum"])[:3] == [0, 1, 1]  # each job applied once
+
+
+async def test_keyed_retries_leave_no_unknown_outcome_when_each_node_is_killed(
+    tmp_path: Path, start_cluster: StartCluster
+) -> None:
+    """The failover check with the client's automatic retry: 2,000 sends through HAProxy
+    while each node is killed once and restarted; every send is answered (no unknown
+    outcome) and applied exactly once, with nothing re-sent afterwards."""
+    nodes = await asyncio.to_thread(start_cluster)
+    seed = int(os.environ.get("PERDURE_CRASH_SEED") or random.randrange(1 << 30))
+    kill_points = sorted(random.Random(seed).sample(range(200, JOBS - 200), 3))
+    failures: list[BaseException] = []
+    with Balancer.in_front_of(nodes, base_dir=tmp_path) as balancer:
+        try:
+            async with create_client(nodes[0].url) as direct:
+                await direct.progressActor.get_or_create(["keyed-failover"]).getState()
+            async with create_client(balancer.url, retries=RETRIES) as client:
+                handle = client.progressActor.get_or_create(["keyed-failover"])
+                jobs = list(range(JOBS))
+                sent = 0
+                kills = list(enumerate(kill_points))
+                killing = asyncio.Lock()
+
+                async def kill_and_restart(index: int) -> None:
+                    await asyncio.to_thread(nodes[index].kill)
+                    await takeover_seconds([handle, handle], 1)
+                    await asyncio.to_thread(nodes[index].restart)
+
+                async def sender() -> None:
+                    nonlocal sent
+                    while jobs:
+                        job = jobs.pop()
+                        try:
+                            await handle.send("jobs", {"value": BASE**job})
+                        except (TransportError, ActorError) as exc:
+                            failures.append(exc)
+                            continue
+                        sent += 1
+                        if kills and sent >= kills[0][1] and not killing.locked():
+                            index, _ = kills.pop(0)
+                            async with killing:
+                                await kill_and_restart(index)
+
+                async with asyncio.timeout(240):
+                    await asyncio.gather(*(sender() for _ in range(SENDERS)))
+                    while kills:
+                        await kill_and_restart(kills.pop(0)[0])
+                state = await drained([handle], timeout=90, retry_on=NODE_ERRORS)
+        finally:
+            for node in nodes:
+                node.kill()
+    context = f"seed={seed} kills={kill_points}"
+    assert failures == [], f"{len(failures)} unknown outcomes ({context}): {failures[:3]}"
+    assert [node.starts for node in nodes] == [2, 2, 2]
+    assert digits(state["sum"]) == [1] * JOBS, f"jobs applied other than once ({context})"
+    assert state["progress"] == {"stage": "completed", "completed": JOBS, "total": JOBS}

@@ -23,6 +23,8 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from perdure.errors import IdempotencyError, InternalError, PerdureError, RemoteError
+from perdure.handles import MAX_IDEMPOTENCY_KEY_LENGTH as MAX_KEY_LENGTH
+from perdure.handles import check_idempotency_key as check_key
 from perdure.schemas import to_plain
 from perdure.store.base import IdempotencyRecord
 from perdure.store.encoding import decode_value, encode_value
@@ -40,24 +42,8 @@ __all__ = [
     "replay",
 ]
 
-MAX_KEY_LENGTH = 256
 MAX_ANSWER_SIZE = 1_048_576  # encoded bytes; a larger answer is not kept for a retry
 _PRUNE_EVERY_MS = 60_000
-
-
-def check_key(key: Any) -> str:
-    """``key`` if it is a valid idempotency key, else ``idempotency.key_invalid``:
-    1 to 256 printable ASCII characters (what an HTTP header carries as it is)."""
-    if not isinstance(key, str) or not key:
-        raise IdempotencyError("The idempotency key is empty or not a string.")
-    if len(key) > MAX_KEY_LENGTH:
-        raise IdempotencyError(
-            f"The idempotency key is {len(key)} characters long; the limit is {MAX_KEY_LENGTH}.",
-            metadata={"length": len(key), "limit": MAX_KEY_LENGTH},
-        )
-    if not (key.isascii() and key.isprintable()):
-        raise IdempotencyError("The idempotency key must be printable ASCII.")
-    return key
 
 
 def fingerprint(*parts: Any) -> str:

@@ -18,7 +18,6 @@ count, queue name and body, event names) before an actor is created.
 from __future__ import annotations
 
 import asyncio
-import copy
 import weakref
 from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any, Literal, overload
@@ -33,16 +32,17 @@ from perdure.handles import (
     ActorEvent,
     Duration,
     EventGap,
+    IdempotencyKeyed,
     Instant,
     ResultWait,
     SendResult,
     WorkflowStatus,
+    check_idempotency_key,
     seconds,
 )
 from perdure.keys import normalize_key
 from perdure.runtime.actor.operations import ActorAddress, CallAction, SendMessage
 from perdure.runtime.dispatch.refs import ActorRef
-from perdure.runtime.kernel.idempotency import check_key as check_idempotency_key
 from perdure.runtime.local.connection import ActionRef, LocalConnection
 from perdure.runtime.local.events import follow_events
 
@@ -138,7 +138,7 @@ class LocalAccessor:
         return handle
 
 
-class LocalHandle:
+class LocalHandle(IdempotencyKeyed):
     """Calls one actor; unknown attributes are actions (``await h.increment(1)``); an
     action named like a method (``send``, ``connect`` …) is ``h.action("send", …)``."""
 
@@ -158,7 +158,6 @@ class LocalHandle:
         self._input = input
         self._params = params
         self._ref: ActorRef | None = None
-        self._idempotency_key: str | None = None
         # The client's connections (disposed when it closes).
         self._connections: weakref.WeakSet[LocalConnection] = weakref.WeakSet()
 
@@ -177,19 +176,11 @@ class LocalHandle:
             self._ref = await self._dispatch.resolve(address)
         return self._ref
 
-    def with_idempotency_key(self, key: str) -> LocalHandle:
-        """This handle, for sends and action calls applied at most once per ``key``
-        within the actor's retention window; a retry gets the first answer
-        (docs/idempotency.md)."""
-        handle = copy.copy(self)
-        handle._idempotency_key = check_idempotency_key(key)
-        return handle
-
     async def _perform(self, operation: Operation) -> Any:
         if self._ref is None and self._method != "get":
             # Checked before the first use can create the actor, as over the network.
             operation = self._dispatch.check(self._name, operation)
-        if self._idempotency_key is not None:
+        if self._idempotency_key is not None and operation.idempotency_key is None:
             operation.idempotency_key = self._idempotency_key
         return await (await self._resolved()).perform(operation)
 
@@ -207,11 +198,18 @@ class LocalHandle:
         timeout: Duration | None = None,
         delay: Duration | None = None,
         at: Instant | None = None,
+        idempotency_key: str | None = None,
     ) -> None: ...
 
     @overload
     async def send(
-        self, queue: str, body: Any, *, wait: Literal[True], timeout: Duration | None = None
+        self,
+        queue: str,
+        body: Any,
+        *,
+        wait: Literal[True],
+        timeout: Duration | None = None,
+        idempotency_key: str | None = None,
     ) -> SendResult: ...
 
     async def send(
@@ -223,15 +221,19 @@ class LocalHandle:
         timeout: Duration | None = None,
         delay: Duration | None = None,
         at: Instant | None = None,
+        idempotency_key: str | None = None,
     ) -> SendResult | None:
         """Send a durable message to ``queue`` (durable on return). With ``wait``, wait
         up to ``timeout`` (seconds or a ``timedelta``) until the receiver completes it:
         a :class:`~perdure.handles.SendResult` (``completed`` or ``timedOut``).
-        ``delay``/``at``: a delayed send (docs/queues.md, "Delayed sends")."""
+        ``delay``/``at``: a delayed send (docs/queues.md, "Delayed sends").
+        ``idempotency_key``: applied at most once per key (docs/idempotency.md)."""
         delay_s, at_ms = send_delay(delay, at, wait=wait)
         message = SendMessage(
             queue, body, wait, seconds(timeout, "send() timeout"), delay=delay_s, at=at_ms
         )
+        if idempotency_key is not None:
+            message.idempotency_key = check_idempotency_key(idempotency_key)
         result = await self._perform(message)
         return SendResult(result.status, result.response) if wait else None
 
