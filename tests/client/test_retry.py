@@ -128,8 +128,14 @@ def test_keyed_calls_carry_the_header_and_may_be_retried() -> None:
 async def test_handles_choose_the_key() -> None:
     async with AsyncClient("http://127.0.0.1:6499") as client:
         handle = client.counter.get_or_create("k")
-        one, two = handle._action_call("increment", (1,)), handle._action_call("increment", (1,))
-        assert one.headers["idempotency-key"] != two.headers["idempotency-key"]  # made fresh
+        # An action without the caller's key carries none (it may only read) and is not
+        # retried; a send gets a fresh key each time.
+        assert "idempotency-key" not in handle._action_call("increment", (1,)).headers
+        assert not handle._action_call("increment", (1,)).retryable
+        one, two = handle._key(), handle._key()
+        assert one is not None
+        assert two is not None
+        assert one != two
         keyed = handle.with_idempotency_key("order-7")
         assert isinstance(keyed, AsyncActorHandle)
         assert keyed is not handle

@@ -238,8 +238,13 @@ class HandleBase(IdempotencyKeyed, Generic[ClientT]):
         return request_key(self._client.config.retries, chosen)
 
     def _action_call(self, name: str, args: tuple[Any, ...]) -> HttpCall[Any]:
+        # An action may only read: it carries a key, and is retried, when the caller
+        # gave one (with_idempotency_key). A generated key would turn every read into a
+        # write of the key's record (docs/clients.md, "Retries").
         config = self._client.config
-        return action_call(config, self._target, name, args, self._params).keyed(self._key())
+        chosen = self._idempotency_key
+        key = None if chosen is None else request_key(config.retries, chosen)
+        return action_call(config, self._target, name, args, self._params).keyed(key)
 
     def _queue_call(
         self,

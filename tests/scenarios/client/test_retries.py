@@ -114,12 +114,20 @@ async def test_a_lost_answer_to_an_action_is_retried_with_its_key(
 ) -> None:
     lossy = LoseAnswers(2)
     async with _client(server, lossy) as client:
-        assert await client.counter.get_or_create(unique).increment(5) == 5
+        keyed = client.counter.get_or_create(unique).with_idempotency_key(f"{unique}-inc")
+        assert await keyed.increment(5) == 5
     assert await _count(server, unique) == 5  # applied once, answered
-    assert len(lossy.keys) == 3
-    assert lossy.keys[0] is not None
-    assert lossy.keys[0].startswith("perdure-")
-    assert len(set(lossy.keys)) == 1  # one generated key, sent three times
+    assert lossy.keys == [f"{unique}-inc"] * 3  # the caller's key, sent three times
+
+
+async def test_an_action_without_a_key_is_not_retried(server: ServerProcess, unique: str) -> None:
+    """It may only have read: a generated key would make every read a write."""
+    lossy = LoseAnswers(1)
+    async with _client(server, lossy) as client:
+        with pytest.raises(TransportError):
+            await client.counter.get_or_create(unique).increment(5)
+    assert lossy.keys == [None]
+    assert await _count(server, unique) == 5  # it was applied; the caller was told it broke
 
 
 async def test_a_lost_answer_to_a_send_is_retried_with_its_key(
@@ -163,24 +171,26 @@ async def test_retries_are_bounded(server: ServerProcess, unique: str) -> None:
     started = time.monotonic()
     async with _client(server, lossy, retries=2) as client:
         with pytest.raises(TransportError):
-            await client.counter.get_or_create(unique).increment(1)
+            await client.mailbox.get_or_create(unique).send("jobs", 1)
     assert len(lossy.keys) == 3
     assert time.monotonic() - started < WAIT
-    assert await _count(server, unique) == 1  # three tries, one key: applied once
+    assert await _drain(server, unique) == [1]  # three tries, one key: applied once
 
 
 @pytest.mark.parametrize("page", [False, True])
 async def test_a_503_is_retried(server: ServerProcess, unique: str, page: bool) -> None:
     busy = Unavailable(2, page=page)
     async with _client(server, busy) as client:
-        assert await client.counter.get_or_create(unique).increment(3) == 3
+        counter = client.counter.get_or_create(unique).with_idempotency_key(f"{unique}-503")
+        assert await counter.increment(3) == 3
     assert busy.refused == 2
 
 
 async def test_a_503_after_the_last_retry_is_raised(server: ServerProcess, unique: str) -> None:
     async with _client(server, Unavailable(5), retries=1) as client:
+        counter = client.counter.get_or_create(unique).with_idempotency_key(f"{unique}-503")
         with pytest.raises(ActorError) as info:
-            await client.counter.get_or_create(unique).increment(3)
+            await counter.increment(3)
     assert (info.value.code, info.value.http_status) == ("unavailable", 503)
 
 
@@ -216,13 +226,14 @@ async def test_a_key_given_by_the_caller(server: ServerProcess, unique: str) -> 
 def test_the_blocking_client_retries_with_its_key(server: ServerProcess, unique: str) -> None:
     lossy = LoseAnswersSync(1)
     with Client(server.url, transport=lossy) as client:
-        assert client.counter.get_or_create(unique).increment(4) == 4
+        counter = client.counter.get_or_create(unique).with_idempotency_key(f"{unique}-c")
+        assert counter.increment(4) == 4
         mailbox = client.mailbox.get_or_create(unique)
         mailbox.send("jobs", "a")
         mailbox.with_idempotency_key(f"{unique}-k").send("jobs", "b")
         mailbox.send("jobs", "b", idempotency_key=f"{unique}-k")
     assert len(lossy.keys) == 5
-    assert lossy.keys[0] == lossy.keys[1]
+    assert lossy.keys[0] == lossy.keys[1] == f"{unique}-c"
     assert lossy.keys[-2:] == [f"{unique}-k"] * 2
     with Client(server.url) as plain:
         assert plain.counter.get_or_create(unique).getCount() == 4
