@@ -91,6 +91,7 @@ class FakeHost:
         self.errors: list[dict[str, Any]] = []
         self.actor = FakeActor()
         self.now = 1_000
+        self.run_timeout = 0.0
 
     async def load_history(self) -> dict[str, bytes]:
         return dict(self.stored)

@@ -46,6 +46,8 @@ class RunnerCore:
         self.meta: dict[str, Any] = {"status": "pending"}
         self.rollbacks = RollbackRegistry()
         self.control = RunControl()
+        # The run's deadline (epoch ms; ``workflow(timeout=...)``), once started.
+        self.deadline: int | None = None
         # Set once the stored history and status are loaded: until then ``status()``
         # knows only "pending" (a client's ``$workflow`` waits for it).
         self.loaded = asyncio.Event()
@@ -120,9 +122,59 @@ class RunnerCore:
                 f"The workflow has ended ({status}): there is nothing to {what}.", status
             )
 
+    # ---------------------------------------------------------------- deadline
+
+    def start_clock(self) -> None:
+        """The run starts, or goes on after a wake: its start is recorded once (in the
+        status record, so a restart does not reset it), and its deadline is that start
+        plus the definition's timeout (none without one)."""
+        started = self.meta.get("startedAt")
+        if started is None:
+            started = self.host.now_ms()
+        timeout = self.host.run_timeout
+        self.deadline = None if timeout <= 0 else int(started) + round(timeout * 1000)
+        self.set_meta(startedAt=started, deadlineAt=self.deadline)
+
+    async def watch_deadline(self) -> None:
+        """Record the deadline's cancel when it comes, interrupting a wait in progress
+        (runs beside the run while it is live; the actor's abort ends it)."""
+        deadline = self.deadline
+        if deadline is None:
+            return
+        await self.host.sleep(max(0, deadline - self.host.now_ms()) / 1000)
+        if not self.host.abort.aborted:
+            self.check_deadline()
+
+    def check_deadline(self) -> None:
+        """If the run is past its deadline, record a cancel for it (staged: it rides on
+        the next commit; lost in a crash, the deadline, still past, records it again)
+        and land it like any cancel."""
+        deadline = self.deadline
+        if (
+            deadline is None
+            or self.control.cancelling.is_set()
+            or self.meta.get("status") in FINISHED
+            or self.host.now_ms() < deadline
+        ):
+            return
+        timeout = self.host.run_timeout
+        cancel = {"reason": "deadline", "requestedAt": deadline}
+        self.set_meta(cancel={**cancel, "deadline": {"timeout": timeout, "at": deadline}})
+        self.control.request_cancel("deadline", (timeout, deadline))
+
+    def wait_alarm(self, at: int | None) -> int | None:
+        """The alarm of a wait that ends at ``at`` (None: when a message or a resume
+        comes): the run's deadline if that is sooner, so a sleeping actor wakes for it."""
+        deadline = self.deadline
+        if deadline is None or self.control.cancelling.is_set():
+            return at
+        return deadline if at is None else min(at, deadline)
+
     async def gate(self) -> None:
         """A live durable point (a step about to run an attempt, a wait about to
-        start): a requested cancel lands here, and a paused run holds here."""
+        start): a requested cancel lands here (the deadline's too), and a paused run
+        holds here."""
+        self.check_deadline()
         control = self.control
         if control.cancel_pending:
             raise control.deliver()
@@ -132,7 +184,7 @@ class RunnerCore:
     async def _hold(self) -> None:
         """Wait while paused: sleep-compatibly (no alarm: a resume wakes the actor)."""
         host = self.host
-        host.set_alarm(None)
+        host.set_alarm(self.wait_alarm(None))  # a resume wakes the actor; its deadline too
         await self.commit()
         host.set_waiting(True)
         try:
@@ -215,7 +267,7 @@ class RunnerCore:
         and the host wakes it then. Returns True if a message arrived.
         """
         host = self.host
-        host.set_alarm(deadline)
+        host.set_alarm(self.wait_alarm(deadline))
         await self.commit()
         host.set_waiting(True)
         try:
@@ -240,7 +292,7 @@ class RunnerCore:
 
     async def wait_for_message(self, names: frozenset[str] | None) -> None:
         """Wait (sleep-compatibly) for a message, with no deadline."""
-        self.host.set_alarm(None)  # a send wakes the actor; no alarm needed
+        self.host.set_alarm(self.wait_alarm(None))  # a send wakes the actor (or its deadline)
         self.host.set_waiting(True)
         try:
             await self.control.watching(self.queue().wait_for(names, None))

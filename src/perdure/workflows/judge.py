@@ -423,6 +423,7 @@ class CheckHost:
         self.log = logging.LoggerAdapter(_log, {"actor": self.label})
         self.abort = _NeverAborted()
         self.observer: Observer = NO_OBSERVER
+        self.run_timeout = 0.0  # a check replays stored history: no deadline lands
         self.actor = _StoredData(state)
         self._definition = definition
         self._raw_history = dict(raw_history)

@@ -186,6 +186,12 @@ class WorkflowHost(ActorIdentity, WorkflowHistory, StepHost, Protocol):
         ...
 
     @property
+    def run_timeout(self) -> float:
+        """The run's deadline in seconds from its start (``workflow(timeout=...)``);
+        0: none."""
+        ...
+
+    @property
     def observer(self) -> Observer:
         """Told about steps, their failures, the workflow's status and its timers."""
         ...

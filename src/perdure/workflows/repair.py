@@ -106,7 +106,15 @@ def _check_not_compensated(entries: dict[str, Entry], keep: dict[str, Entry]) ->
 
 
 def _restarted(meta: dict[str, Any]) -> dict[str, Any]:
-    return {**meta, "status": "running", "error": None, "output": None}
+    """The status record of a repaired run: running again, its deadline counted afresh
+    from now (a deadline's cancel is dropped with it; an operator's cancel stays)."""
+    restarted = {**meta, "status": "running", "error": None, "output": None}
+    for clock in ("startedAt", "deadlineAt"):
+        restarted.pop(clock, None)
+    cancel = restarted.get("cancel")
+    if cancel is not None and cancel.get("deadline") is not None:
+        del restarted["cancel"]
+    return restarted
 
 
 def _fresh_attempts(entry: Entry) -> Entry:

@@ -41,6 +41,7 @@ class ActorWorkflowHost:
         self.log = instance.log
         self.abort: AbortSignal = instance.abort
         self.observer: Observer = instance.observer
+        self.run_timeout = instance.options.workflow_timeout
         # The state and vars as actions see them (an assigned state becomes the schema's type).
         self.actor = instance.context
         self._activity = instance.activity
