@@ -126,6 +126,12 @@ class FakeHost:
     def send_event(self, name: str, args: list[Any]) -> None:
         self.trace.append(("event", name, args))
 
+    def create_input(self) -> Any:
+        return None
+
+    def input_value(self, plain: Any) -> Any:
+        return plain
+
     def now_ms(self) -> int:
         return self.now
 

@@ -19,7 +19,13 @@ from perdure.errors import ActorAborted, Evicted, WorkflowNotRunning
 from perdure.store.encoding import decode_value, encode_value
 from perdure.workflows.context import Primitives, WorkflowContext
 from perdure.workflows.control import FINISHED, RunControl, shown_status
-from perdure.workflows.history import Entry, History, child_location, validate_name
+from perdure.workflows.history import (
+    RUN_ARCHIVE,
+    Entry,
+    History,
+    child_location,
+    validate_name,
+)
 from perdure.workflows.port import MessageQueue, WorkflowHost
 from perdure.workflows.runner_support import RollbackRegistry
 
@@ -27,6 +33,7 @@ __all__ = [
     "META_LOCATION",
     "RunnerCore",
     "decode_history",
+    "decode_runs",
     "encode_meta",
     "maybe_await",
     "message_names",
@@ -75,6 +82,13 @@ class RunnerCore:
                         if message.get("c") is False:
                             queue.hold(message["id"])
         self.loaded.set()
+
+    def run_input(self) -> Any:
+        """The run's input (``ctx.input``): a fork's, kept in its status record, or else
+        the actor's create input. Neither changes during a run, so replays agree."""
+        meta = self.meta
+        plain = meta["input"] if "input" in meta else self.host.create_input()
+        return self.host.input_value(plain)
 
     def set_meta(self, **fields: Any) -> None:
         """Update the workflow's status record (staged with the next commit)."""
@@ -324,15 +338,30 @@ class RunnerCore:
 
 
 def decode_history(raw: dict[str, bytes]) -> tuple[dict[str, Any] | None, dict[str, Entry]]:
-    """Stored history (encoded entries by location) as ``(status record, entries)``."""
+    """Stored history (encoded entries by location) as ``(status record, entries)`` of
+    the current run (the runs a fork archived are left out: :func:`decode_runs`)."""
     encoded_meta = raw.get(META_LOCATION)
     meta = None if encoded_meta is None else decode_value(encoded_meta)
     entries = {
         location: Entry.from_record(decode_value(data))
         for location, data in raw.items()
-        if location != META_LOCATION
+        if location != META_LOCATION and not location.startswith(RUN_ARCHIVE)
     }
     return meta, entries
+
+
+def decode_runs(raw: dict[str, bytes]) -> dict[int, tuple[dict[str, Any], dict[str, Entry]]]:
+    """The runs a fork archived, by number: ``(status record, entries)`` each."""
+    found: dict[int, dict[str, bytes]] = {}
+    for location, data in raw.items():
+        if location.startswith(RUN_ARCHIVE):
+            number, _, inner = location[len(RUN_ARCHIVE) :].partition("/")
+            found.setdefault(int(number), {})[inner] = data
+    runs: dict[int, tuple[dict[str, Any], dict[str, Entry]]] = {}
+    for run, stored in sorted(found.items()):
+        meta, entries = decode_history(stored)
+        runs[run] = (meta or {"status": "pending"}, entries)
+    return runs
 
 
 def encode_meta(meta: dict[str, Any]) -> bytes:

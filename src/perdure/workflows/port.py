@@ -209,6 +209,15 @@ class WorkflowHost(ActorIdentity, WorkflowHistory, StepHost, Protocol):
         return its arguments in their plain form."""
         ...
 
+    def create_input(self) -> Any:
+        """The input the actor was created with, in its stored plain form (None
+        without one): the first run's input."""
+        ...
+
+    def input_value(self, plain: Any) -> Any:
+        """A run's input as the workflow reads it (``input=``'s type, if a model)."""
+        ...
+
     def send_event(self, name: str, args: list[Any]) -> None:
         """Emit an event (already validated, its step finished): logged with the host's
         next commit and delivered to subscribers once that commit is durable."""
