@@ -9,17 +9,17 @@ from __future__ import annotations
 
 import copy
 import datetime as _dt
-import difflib
 import functools
 import inspect
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from perdure._names import keywords_checked
 from perdure._time import duration_seconds
 from perdure.errors import ActionNotFound, DefinitionError, InvalidRequest, QueueError
 from perdure.handles import WORKFLOW_ACTIONS, WORKFLOW_STATUS_ACTION
+from perdure.options import ActorOptions, seconds, suggest, with_option
 from perdure.queue_message import (
     DEFAULT_MAX_ATTEMPTS,
     DEFAULT_VISIBILITY_TIMEOUT,
@@ -59,77 +59,6 @@ class _Missing:
 
 
 MISSING: Any = _Missing()
-
-Duration = float | int | _dt.timedelta
-
-
-def seconds(value: Duration) -> float:
-    """A duration given as seconds or ``timedelta``, as float seconds."""
-    if isinstance(value, _dt.timedelta):
-        return value.total_seconds()
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise DefinitionError(f"A duration must be seconds or a timedelta, not {value!r}.")
-    return float(value)
-
-
-@dataclass(frozen=True, slots=True)
-class ActorOptions:
-    """Per-actor options; defaults follow the original system."""
-
-    sleep_timeout: float = 30.0
-    action_timeout: float = 60.0
-    sleep_grace_period: float = 15.0
-    state_save_interval: float = 1.0
-    create_vars_timeout: float = 5.0
-    create_conn_state_timeout: float = 5.0
-    on_before_connect_timeout: float = 5.0
-    on_connect_timeout: float = 5.0
-    # rivetkit's onSleepTimeout/onDestroyTimeout; the grace period still bounds the stop.
-    on_sleep_timeout: float = 5.0
-    on_destroy_timeout: float = 5.0
-    no_sleep: bool = False
-    max_queue_size: int = 1000
-    max_queue_message_size: int = 65536
-    max_schedules: int = 1000
-    # The shortest `c.cron.every` interval (seconds); lower it for tests and demos.
-    min_cron_interval: float = 5.0
-    # The event log (docs/events.md): how many events, and how old (seconds), a
-    # client can still resume from.
-    event_log_max_events: int = 1000
-    event_log_max_age: float = 86400.0
-    idle_ttl: float = 0.0  # destroy after this long idle (docs/options.md); 0: never
-    idempotency_retention: float = 86400.0  # seconds a key is kept (docs/idempotency.md)
-
-    @classmethod
-    def build(cls, actor_name: str, value: ActorOptions | Mapping[str, Any] | None) -> ActorOptions:
-        """Validate options given as a mapping (or pass an ``ActorOptions`` through)."""
-        if value is None:
-            return cls()
-        if isinstance(value, ActorOptions):
-            return value
-        known = {f.name: f for f in fields(cls)}
-        converted: dict[str, Any] = {}
-        for name, raw in value.items():
-            if name not in known:
-                raise DefinitionError(
-                    f"Actor `{actor_name}`: unknown option `{name}`{_suggest(name, known)}."
-                )
-            default = known[name].default
-            if isinstance(default, bool):
-                if not isinstance(raw, bool):
-                    raise DefinitionError(f"Actor `{actor_name}`: option `{name}` must be a bool.")
-                converted[name] = raw
-            elif isinstance(default, float):
-                converted[name] = seconds(raw)
-                if converted[name] < 0:
-                    raise DefinitionError(f"Actor `{actor_name}`: option `{name}` is negative.")
-            else:
-                if isinstance(raw, bool) or not isinstance(raw, int) or raw <= 0:
-                    raise DefinitionError(
-                        f"Actor `{actor_name}`: option `{name}` must be a positive integer."
-                    )
-                converted[name] = raw
-        return cls(**converted)
 
 
 @dataclass(frozen=True, slots=True)
@@ -400,7 +329,7 @@ class ActorDefinition:
         for unknown_name in self.unknown:
             allowed = [*HOOK_ARITY, *_VALUE_FIELDS, *_SCHEMA_FIELDS]
             raise DefinitionError(
-                f"Actor `{name}`: unknown option `{unknown_name}`{_suggest(unknown_name, allowed)}."
+                f"Actor `{name}`: unknown option `{unknown_name}`{suggest(unknown_name, allowed)}."
             )
         for left, right in (
             ("state", "create_state"),
@@ -463,10 +392,17 @@ def actor(**config: Any) -> ActorDefinition:
 def workflow(**config: Any) -> ActorDefinition:
     """Define an actor whose ``run(ctx)`` is a durable workflow (see ``perdure.workflows``).
 
-    Takes everything :func:`actor` takes, plus ``on_error(c, event)``; ``run`` is required.
+    Takes everything :func:`actor` takes, plus ``on_error(c, event)`` and ``timeout``
+    (seconds or ``timedelta``: the run's deadline, counted from its start; the option
+    ``workflow_timeout``, docs/workflow-control.md); ``run`` is required.
     """
+    timeout = config.pop("timeout", None)
     definition = _build_definition("workflow", config)
     definition.requires_run = True
+    if timeout is not None:
+        definition.raw_options = with_option(
+            definition.raw_options, "workflow_timeout", timeout, "timeout"
+        )
     return definition
 
 
@@ -491,11 +427,6 @@ def _build_definition(kind: ActorKind, config: dict[str, Any]) -> ActorDefinitio
         else:
             definition.unknown[key] = value
     return definition
-
-
-def _suggest(name: str, candidates: Any) -> str:
-    close = difflib.get_close_matches(name, list(candidates), n=1)
-    return f" (did you mean `{close[0]}`?)" if close else ""
 
 
 _RAW_HOOK_PARAMS = {"on_request": "c, request", "on_websocket": "c, websocket"}

@@ -199,7 +199,7 @@ async def _check_actor(
 async def _judge(
     definition: Any, record: ActorRecord, raw: dict[str, bytes], timeout: float
 ) -> Verdict:
-    work = judge_history(definition, (record.actor_id, record.key), raw, record.state)
+    work = judge_history(definition, (record.actor_id, record.key), raw, record.state, record.input)
     try:
         return await asyncio.wait_for(work, timeout)
     except TimeoutError:

@@ -7,8 +7,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from perdure.definition import ActorDefinition, _suggest
+from perdure.definition import ActorDefinition
 from perdure.errors import DefinitionError
+from perdure.options import suggest
 
 __all__ = ["MAX_ACTOR_NAME_LENGTH", "Registry", "RegistryOptions", "setup"]
 
@@ -49,7 +50,7 @@ def setup(*, use: Mapping[str, ActorDefinition], **options: Any) -> Registry:
     known = {f.name for f in fields(RegistryOptions)}
     for option in options:
         if option not in known:
-            raise DefinitionError(f"setup(): unknown option `{option}`{_suggest(option, known)}.")
+            raise DefinitionError(f"setup(): unknown option `{option}`{suggest(option, known)}.")
     actors: dict[str, ActorDefinition] = {}
     for name, definition in use.items():
         if not isinstance(name, str) or not _NAME_PATTERN.match(name):

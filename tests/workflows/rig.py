@@ -5,19 +5,30 @@ The database is a SQLite file, or a PostgreSQL schema when ``postgres_schema`` i
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import psycopg
+import pytest
 from psycopg import sql
 
-from perdure import ActorRuntime, Registry
+from perdure import ActorRuntime, Registry, WorkflowContext, setup, workflow
 from perdure.runtime.local.client import LocalHandle
 from perdure.store import SQLiteStore, Store
 from tests.support import wait
-from tests.support.postgres import POSTGRES_URL, postgres_store
+from tests.support.postgres import (
+    POSTGRES_URL,
+    drop_schema,
+    new_schema_name,
+    postgres_store,
+    require_postgres,
+)
+
+BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+"""The params of a rig fixture: ``@pytest.fixture(params=BACKENDS)``."""
 
 
 class Rig:
@@ -82,3 +93,24 @@ async def eventually(
 ) -> None:
     """Wait until ``check()`` is true, or fail after ``timeout`` seconds."""
     await wait.eventually(check, timeout=timeout, interval=interval)
+
+
+@contextlib.asynccontextmanager
+async def rig_on(backend: str, path: Path) -> AsyncIterator[Rig]:
+    """A rig on ``backend`` (``sqlite``: a file at ``path``; ``postgres``: a schema of
+    its own, dropped after), stopped after; tests start it with their registry."""
+    schema = None
+    if backend == "postgres":
+        require_postgres()
+        schema = new_schema_name()
+    rig = Rig(path, setup(use={"placeholder": workflow(run=_noop)}), postgres_schema=schema)
+    try:
+        yield rig
+    finally:
+        await rig.stop()
+        if schema is not None:
+            drop_schema(schema)
+
+
+async def _noop(ctx: WorkflowContext) -> None:
+    return None

@@ -4,8 +4,6 @@ on a real SQLite file and on PostgreSQL, across restarts."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,28 +12,8 @@ from perdure import StepContext, WorkflowContext, setup, workflow
 from perdure.definition import queue
 from perdure.errors import WorkflowCancelled, WorkflowFailed, WorkflowNotRunning
 from perdure.workflows import CriticalError
-from tests.support.postgres import drop_schema, new_schema_name, require_postgres
 
 from .rig import Rig, eventually
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-async def rig(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Rig]:
-    schema = None
-    if request.param == "postgres":
-        require_postgres()
-        schema = new_schema_name()
-    rig = Rig(tmp_path / "wf.db", setup(use={"wf": workflow(run=_noop)}), postgres_schema=schema)
-    try:
-        yield rig
-    finally:
-        await rig.stop()
-        if schema is not None:
-            drop_schema(schema)
-
-
-async def _noop(ctx: WorkflowContext) -> None:
-    return None
 
 
 async def _status(rig: Rig) -> str:

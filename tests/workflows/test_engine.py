@@ -4,38 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
-
-import pytest
 
 from perdure import Loop, StepContext, WorkflowContext, setup, workflow
 from perdure.definition import queue
 from perdure.workflows import CriticalError
-from tests.support.postgres import drop_schema, new_schema_name, require_postgres
 
 from .rig import Rig, eventually
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-async def rig(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Rig]:
-    schema = None
-    if request.param == "postgres":
-        require_postgres()
-        schema = new_schema_name()
-    registry = setup(use={"placeholder": workflow(run=_noop)})
-    rig = Rig(tmp_path / "wf.db", registry, postgres_schema=schema)
-    try:
-        yield rig
-    finally:
-        await rig.stop()
-        if schema is not None:
-            drop_schema(schema)
-
-
-async def _noop(ctx: WorkflowContext) -> None:
-    return None
 
 
 def status_of(rig: Rig, name: str = "wf") -> Any:

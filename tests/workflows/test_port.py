@@ -91,6 +91,7 @@ class FakeHost:
         self.errors: list[dict[str, Any]] = []
         self.actor = FakeActor()
         self.now = 1_000
+        self.run_timeout = 0.0
 
     async def load_history(self) -> dict[str, bytes]:
         return dict(self.stored)
@@ -124,6 +125,12 @@ class FakeHost:
 
     def send_event(self, name: str, args: list[Any]) -> None:
         self.trace.append(("event", name, args))
+
+    def create_input(self) -> Any:
+        return None
+
+    def input_value(self, plain: Any) -> Any:
+        return plain
 
     def now_ms(self) -> int:
         return self.now

@@ -1,5 +1,5 @@
 """The admin commands of ``perdure``: ``inspect``, ``workflow`` (``status``, ``retry``,
-``replay``, ``cancel``, ``pause``, ``resume``), ``destroy``.
+``replay``, ``fork``, ``cancel``, ``pause``, ``resume``), ``destroy``.
 
 They work on a running server through its admin API (``/admin/…``, described at
 ``/admin/openapi.json``), found at ``--url`` (``$PERDURE_URL``, default
@@ -24,10 +24,12 @@ that. Everything it knows of the server is what the admin API answers.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
 from collections.abc import Callable
+from typing import Any
 
 from perdure.cli.admin_api import (
     DEFAULT_URL,
@@ -95,6 +97,7 @@ def _add_workflow_commands(
         ("status", _workflow_status, "the workflow's status and history"),
         ("retry", _workflow_retry, "run a failed workflow again (failed steps get new attempts)"),
         ("replay", _workflow_replay, "forget the history from a step on and run from there"),
+        ("fork", _workflow_fork, "start a new run from a step, keeping the old run's history"),
         ("cancel", _workflow_cancel, "cancel the run at its next durable point (compensates)"),
         ("pause", _workflow_pause, "hold the run before its next step until resumed"),
         ("resume", _workflow_resume, "let a paused run go on"),
@@ -102,13 +105,20 @@ def _add_workflow_commands(
         description = f"{text[0].upper()}{text[1:]}."
         sub = actions.add_parser(name, parents=[common], help=text, description=description)
         add_actor_arguments(sub)
-        if name == "replay":
+        if name in ("replay", "fork"):
             sub.add_argument(
                 "--from",
                 dest="step",
                 required=True,
                 metavar="STEP",
                 help="the location of the step to rerun from, as `workflow status` lists it",
+            )
+        if name == "fork":
+            sub.add_argument("--input", metavar="JSON", help="the new run's input (ctx.input)")
+            sub.add_argument(
+                "--message",
+                metavar="JSON",
+                help="the message the receive at STEP gets, instead of the one it took",
             )
         if name == "cancel":
             sub.add_argument("--reason", help="why, kept with the cancelled run")
@@ -211,6 +221,27 @@ def _workflow_replay(api: AdminApi, args: argparse.Namespace) -> int:
     api.call("POST", path, json={"from": args.step})
     done = f"replayed the workflow of {actor.label} from {args.step}"
     return _print_outcome(api, actor, args, done)
+
+
+def _workflow_fork(api: AdminApi, args: argparse.Namespace) -> int:
+    actor = resolve_actor(api, args)
+    body: dict[str, Any] = {"from": args.step}
+    for name in ("input", "message"):
+        text = getattr(args, name)
+        if text is not None:
+            body[name] = _json_option(text, f"--{name}")
+    answer = api.call("POST", f"/admin/actors/{actor.actor_id}/workflow/fork", json=body)
+    done = f"forked the workflow of {actor.label} from {args.step}: run {answer.get('run')}"
+    return _print_outcome(api, actor, args, done)
+
+
+def _json_option(text: str, option: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise AdminCliError(
+            f"{option} is not JSON: {exc}", hint="a text is quoted: --input '\"abc\"'", status=2
+        ) from None
 
 
 def _workflow_cancel(api: AdminApi, args: argparse.Namespace) -> int:

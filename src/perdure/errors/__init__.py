@@ -69,6 +69,7 @@ HTTP status a server answers with. The tree::
         ├── RepairRefused            workflow.* (409)             cannot repair that way now
         ├── UnknownLocation          workflow.unknown_step (404)
         ├── WorkflowCancelled        workflow.cancelled (409)     the run was cancelled
+        │   └── WorkflowTimedOut     workflow.timed_out (409)     it reached its deadline
         ├── WorkflowFailed           workflow.failed (409)        workflow_result() of a failed run
         └── WorkflowNotRunning       workflow.not_running (409)   cancel/pause/resume of a
                                                                   finished (or unpaused) run
@@ -160,6 +161,7 @@ from perdure.errors.workflow import (
     WorkflowFailed,
     WorkflowFailure,
     WorkflowNotRunning,
+    WorkflowTimedOut,
 )
 
 __all__ = [
@@ -220,5 +222,6 @@ __all__ = [
     "WorkflowFailed",
     "WorkflowFailure",
     "WorkflowNotRunning",
+    "WorkflowTimedOut",
     "status_for",
 ]

@@ -18,6 +18,7 @@ __all__ = [
     "WorkflowFailed",
     "WorkflowFailure",
     "WorkflowNotRunning",
+    "WorkflowTimedOut",
 ]
 
 
@@ -128,6 +129,30 @@ class WorkflowCancelled(WorkflowError):
         text = "The workflow was cancelled" + (f": {reason}" if reason else ".")
         super().__init__(text, metadata={"reason": reason})
         self.reason = reason
+
+
+class WorkflowTimedOut(WorkflowCancelled):
+    """The run reached its deadline (``workflow(timeout=...)``; ``workflow.timed_out``).
+
+    Lands like a cancel (the workflow sees it at the await where it stands, its
+    ``finally`` blocks and ``ctx.rollback`` compensations run), and the run then ends
+    ``failed`` with this error stored: ``workflow_result()`` raises
+    :class:`WorkflowFailed` whose ``error["code"]`` is ``"timed_out"``. A subclass of
+    :class:`WorkflowCancelled`, so cleanup written for a cancel runs for a deadline too.
+    ``metadata``: ``{"reason": "deadline", "timeout": seconds, "deadlineAt": epoch ms}``.
+    """
+
+    default_code: ClassVar[str] = "timed_out"
+
+    def __init__(self, timeout: float, deadline_at: int) -> None:
+        WorkflowError.__init__(
+            self,
+            f"The workflow ran past its deadline ({timeout:g} s after it started).",
+            metadata={"reason": "deadline", "timeout": timeout, "deadlineAt": deadline_at},
+        )
+        self.reason = "deadline"
+        self.timeout = timeout
+        self.deadline_at = deadline_at
 
 
 class WorkflowFailed(WorkflowError):

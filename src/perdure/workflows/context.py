@@ -245,6 +245,8 @@ class Primitives(Protocol):
 
     async def deterministic(self, scope: str, name: str, kind: str) -> Any: ...
 
+    def run_input(self) -> Any: ...
+
 
 class WorkflowContext(_ActorIdentity):
     """``ctx``: the orchestration primitives, bound to one scope of the history."""
@@ -263,6 +265,14 @@ class WorkflowContext(_ActorIdentity):
     def is_evicted(self) -> bool:
         """Same as ``aborted``."""
         return self.aborted
+
+    @property
+    def input(self) -> Any:
+        """The run's input: the actor's create input (as ``input=``'s type), or the
+        input an operator's fork gave this run (docs/inspector.md, "Fork"). Recorded
+        (the create input with the actor, a fork's in the run's status record), so
+        every replay reads the same value."""
+        return self._runner.run_input()
 
     # primitives
     @keywords_checked("ctx.step()")

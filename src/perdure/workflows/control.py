@@ -12,6 +12,10 @@ crash lands it at the same point:
   moment (parallel branches of a join or race) gets it too. After that the run may clean
   up: primitives work again (a cleanup step in ``finally`` runs and is recorded), and
   the engine ends the run ``cancelled`` once the exception leaves the workflow.
+- **Deadline** (``workflow(timeout=...)``): when the run reaches it, a cancel is
+  recorded for it (:meth:`RunControl.request_cancel` with ``timed_out``) and lands as
+  above, as :class:`~perdure.errors.WorkflowTimedOut`; the engine then ends the run
+  ``failed`` with ``workflow.timed_out``.
 - **Pause** holds the run at its next live point until a resume (or a cancel). The run
   waits there like a queue wait: the actor may sleep meanwhile, and a wake replays up
   to the same point and holds again, because the pause is in the status record.
@@ -23,7 +27,7 @@ import asyncio
 from collections.abc import Awaitable
 from typing import Any, TypeVar
 
-from perdure.errors import WorkflowCancelled
+from perdure.errors import WorkflowCancelled, WorkflowTimedOut
 
 __all__ = ["FINISHED", "RunControl", "shown_status"]
 
@@ -45,11 +49,13 @@ def shown_status(meta: dict[str, Any]) -> str:
 class RunControl:
     """The cancel and pause requests of one live run (see the module docstring)."""
 
-    __slots__ = ("_changed", "cancelling", "delivered", "paused", "reason")
+    __slots__ = ("_changed", "cancelling", "deadline", "delivered", "paused", "reason")
 
     def __init__(self) -> None:
         self.cancelling = asyncio.Event()
         self.reason: str | None = None
+        # ``(timeout seconds, deadline epoch ms)`` once the cancel is the run's deadline.
+        self.deadline: tuple[float, int] | None = None
         self.delivered = False
         self.paused = False
         self._changed = asyncio.Event()
@@ -58,14 +64,22 @@ class RunControl:
         """Take the requests a stored status record holds (after a wake or a crash)."""
         cancel = meta.get("cancel")
         if cancel is not None:
-            self.request_cancel(cancel.get("reason"))
+            deadline = cancel.get("deadline")
+            self.request_cancel(
+                cancel.get("reason"),
+                timed_out=None if deadline is None else (deadline["timeout"], deadline["at"]),
+            )
         self.paused = bool(meta.get("paused"))
 
     # ----------------------------------------------------------------- requests
 
-    def request_cancel(self, reason: str | None) -> None:
-        """A cancel is recorded: land it at the next live point."""
+    def request_cancel(
+        self, reason: str | None, timed_out: tuple[float, int] | None = None
+    ) -> None:
+        """A cancel is recorded: land it at the next live point. ``timed_out``
+        (``(timeout, deadline ms)``): it is the run's deadline."""
         self.reason = reason
+        self.deadline = timed_out
         self.cancelling.set()
         self._changed.set()
 
@@ -84,6 +98,8 @@ class RunControl:
     def deliver(self) -> WorkflowCancelled:
         """The cancel lands now: the error the workflow sees."""
         self.delivered = True
+        if self.deadline is not None:
+            return WorkflowTimedOut(*self.deadline)
         return WorkflowCancelled(self.reason)
 
     async def watching(self, waiting: Awaitable[T]) -> T:

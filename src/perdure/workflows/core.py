@@ -19,7 +19,13 @@ from perdure.errors import ActorAborted, Evicted, WorkflowNotRunning
 from perdure.store.encoding import decode_value, encode_value
 from perdure.workflows.context import Primitives, WorkflowContext
 from perdure.workflows.control import FINISHED, RunControl, shown_status
-from perdure.workflows.history import Entry, History, child_location, validate_name
+from perdure.workflows.history import (
+    RUN_ARCHIVE,
+    Entry,
+    History,
+    child_location,
+    validate_name,
+)
 from perdure.workflows.port import MessageQueue, WorkflowHost
 from perdure.workflows.runner_support import RollbackRegistry
 
@@ -27,6 +33,7 @@ __all__ = [
     "META_LOCATION",
     "RunnerCore",
     "decode_history",
+    "decode_runs",
     "encode_meta",
     "maybe_await",
     "message_names",
@@ -46,6 +53,8 @@ class RunnerCore:
         self.meta: dict[str, Any] = {"status": "pending"}
         self.rollbacks = RollbackRegistry()
         self.control = RunControl()
+        # The run's deadline (epoch ms; ``workflow(timeout=...)``), once started.
+        self.deadline: int | None = None
         # Set once the stored history and status are loaded: until then ``status()``
         # knows only "pending" (a client's ``$workflow`` waits for it).
         self.loaded = asyncio.Event()
@@ -73,6 +82,13 @@ class RunnerCore:
                         if message.get("c") is False:
                             queue.hold(message["id"])
         self.loaded.set()
+
+    def run_input(self) -> Any:
+        """The run's input (``ctx.input``): a fork's, kept in its status record, or else
+        the actor's create input. Neither changes during a run, so replays agree."""
+        meta = self.meta
+        plain = meta["input"] if "input" in meta else self.host.create_input()
+        return self.host.input_value(plain)
 
     def set_meta(self, **fields: Any) -> None:
         """Update the workflow's status record (staged with the next commit)."""
@@ -120,9 +136,59 @@ class RunnerCore:
                 f"The workflow has ended ({status}): there is nothing to {what}.", status
             )
 
+    # ---------------------------------------------------------------- deadline
+
+    def start_clock(self) -> None:
+        """The run starts, or goes on after a wake: its start is recorded once (in the
+        status record, so a restart does not reset it), and its deadline is that start
+        plus the definition's timeout (none without one)."""
+        started = self.meta.get("startedAt")
+        if started is None:
+            started = self.host.now_ms()
+        timeout = self.host.run_timeout
+        self.deadline = None if timeout <= 0 else int(started) + round(timeout * 1000)
+        self.set_meta(startedAt=started, deadlineAt=self.deadline)
+
+    async def watch_deadline(self) -> None:
+        """Record the deadline's cancel when it comes, interrupting a wait in progress
+        (runs beside the run while it is live; the actor's abort ends it)."""
+        deadline = self.deadline
+        if deadline is None:
+            return
+        await self.host.sleep(max(0, deadline - self.host.now_ms()) / 1000)
+        if not self.host.abort.aborted:
+            self.check_deadline()
+
+    def check_deadline(self) -> None:
+        """If the run is past its deadline, record a cancel for it (staged: it rides on
+        the next commit; lost in a crash, the deadline, still past, records it again)
+        and land it like any cancel."""
+        deadline = self.deadline
+        if (
+            deadline is None
+            or self.control.cancelling.is_set()
+            or self.meta.get("status") in FINISHED
+            or self.host.now_ms() < deadline
+        ):
+            return
+        timeout = self.host.run_timeout
+        cancel = {"reason": "deadline", "requestedAt": deadline}
+        self.set_meta(cancel={**cancel, "deadline": {"timeout": timeout, "at": deadline}})
+        self.control.request_cancel("deadline", (timeout, deadline))
+
+    def wait_alarm(self, at: int | None) -> int | None:
+        """The alarm of a wait that ends at ``at`` (None: when a message or a resume
+        comes): the run's deadline if that is sooner, so a sleeping actor wakes for it."""
+        deadline = self.deadline
+        if deadline is None or self.control.cancelling.is_set():
+            return at
+        return deadline if at is None else min(at, deadline)
+
     async def gate(self) -> None:
         """A live durable point (a step about to run an attempt, a wait about to
-        start): a requested cancel lands here, and a paused run holds here."""
+        start): a requested cancel lands here (the deadline's too), and a paused run
+        holds here."""
+        self.check_deadline()
         control = self.control
         if control.cancel_pending:
             raise control.deliver()
@@ -132,7 +198,7 @@ class RunnerCore:
     async def _hold(self) -> None:
         """Wait while paused: sleep-compatibly (no alarm: a resume wakes the actor)."""
         host = self.host
-        host.set_alarm(None)
+        host.set_alarm(self.wait_alarm(None))  # a resume wakes the actor; its deadline too
         await self.commit()
         host.set_waiting(True)
         try:
@@ -215,7 +281,7 @@ class RunnerCore:
         and the host wakes it then. Returns True if a message arrived.
         """
         host = self.host
-        host.set_alarm(deadline)
+        host.set_alarm(self.wait_alarm(deadline))
         await self.commit()
         host.set_waiting(True)
         try:
@@ -240,7 +306,7 @@ class RunnerCore:
 
     async def wait_for_message(self, names: frozenset[str] | None) -> None:
         """Wait (sleep-compatibly) for a message, with no deadline."""
-        self.host.set_alarm(None)  # a send wakes the actor; no alarm needed
+        self.host.set_alarm(self.wait_alarm(None))  # a send wakes the actor (or its deadline)
         self.host.set_waiting(True)
         try:
             await self.control.watching(self.queue().wait_for(names, None))
@@ -272,15 +338,30 @@ class RunnerCore:
 
 
 def decode_history(raw: dict[str, bytes]) -> tuple[dict[str, Any] | None, dict[str, Entry]]:
-    """Stored history (encoded entries by location) as ``(status record, entries)``."""
+    """Stored history (encoded entries by location) as ``(status record, entries)`` of
+    the current run (the runs a fork archived are left out: :func:`decode_runs`)."""
     encoded_meta = raw.get(META_LOCATION)
     meta = None if encoded_meta is None else decode_value(encoded_meta)
     entries = {
         location: Entry.from_record(decode_value(data))
         for location, data in raw.items()
-        if location != META_LOCATION
+        if location != META_LOCATION and not location.startswith(RUN_ARCHIVE)
     }
     return meta, entries
+
+
+def decode_runs(raw: dict[str, bytes]) -> dict[int, tuple[dict[str, Any], dict[str, Entry]]]:
+    """The runs a fork archived, by number: ``(status record, entries)`` each."""
+    found: dict[int, dict[str, bytes]] = {}
+    for location, data in raw.items():
+        if location.startswith(RUN_ARCHIVE):
+            number, _, inner = location[len(RUN_ARCHIVE) :].partition("/")
+            found.setdefault(int(number), {})[inner] = data
+    runs: dict[int, tuple[dict[str, Any], dict[str, Entry]]] = {}
+    for run, stored in sorted(found.items()):
+        meta, entries = decode_history(stored)
+        runs[run] = (meta or {"status": "pending"}, entries)
+    return runs
 
 
 def encode_meta(meta: dict[str, Any]) -> bytes:

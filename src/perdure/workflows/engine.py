@@ -13,12 +13,16 @@ The primitives are grouped by concept, one module each: steps and retries
 
 from __future__ import annotations
 
+import asyncio
+from typing import Any
+
 from perdure.errors import (
     ActorAborted,
     Evicted,
     HistoryDiverged,
     WorkflowCancelled,
     WorkflowFailure,
+    WorkflowTimedOut,
 )
 from perdure.schemas import to_plain
 from perdure.workflows.core import META_LOCATION, maybe_await
@@ -41,10 +45,19 @@ class WorkflowRunner(
     async def run(self) -> None:
         """Load history and run (or replay) the workflow until it ends or is evicted."""
         await self.load()
-        if self.meta.get("status") in ("completed", "cancelled"):
-            return
+        if self.meta.get("status") in ("completed", "cancelled") or _timed_out(self.meta):
+            return  # ended for good (a timed-out run compensated, like a cancelled one)
         self.set_meta(status="running", error=None)
+        self.start_clock()
         self.mark_busy()
+        deadline = asyncio.ensure_future(self.watch_deadline())
+        try:
+            await self._execute()
+        finally:
+            deadline.cancel()
+            await asyncio.wait({deadline})
+
+    async def _execute(self) -> None:
         try:
             # Plain (models dumped): the status a client reads, in process and after a wake.
             output = to_plain(await maybe_await(self.fn(self.context(ROOT))))
@@ -59,6 +72,8 @@ class WorkflowRunner(
             if self.host.abort.aborted:
                 return
             raise
+        except WorkflowTimedOut as exc:
+            await self._fail(exc, rollback=True, held=exc)
         except WorkflowCancelled as exc:
             await self._end_cancelled(exc)
         except Divergence as exc:
@@ -69,7 +84,11 @@ class WorkflowRunner(
             self.host.log.exception("the workflow raised outside a step")
             await self._fail(exc, rollback=True)
 
-    async def _fail(self, error: BaseException, *, rollback: bool) -> None:
+    async def _fail(
+        self, error: BaseException, *, rollback: bool, held: BaseException | None = None
+    ) -> None:
+        """End ``failed`` (after the compensations when ``rollback``); ``held``: answer
+        the senders waiting on messages the run took and did not complete with it."""
         info = error_info(error)
         self.host.log.warning("workflow failed: %s", info["message"])
         if rollback:
@@ -80,6 +99,8 @@ class WorkflowRunner(
         self.set_meta(status="failed", error=info)
         self.host.set_alarm(None)
         await self.commit()
+        if held is not None:
+            await self._abandon_held(held)
         self.host.workflow_ended(self.status())
         await self.report_error({"workflow": {"workflowId": self.host.actor_id, "error": info}})
 
@@ -95,8 +116,19 @@ class WorkflowRunner(
         self.set_meta(status="cancelled", error=info, paused=False)
         self.host.set_alarm(None)
         await self.commit()
+        await self._abandon_held(WorkflowCancelled(cancelled.reason))
+        self.host.workflow_ended(self.status())
+
+    async def _abandon_held(self, error: BaseException) -> None:
+        """Answer ``error`` to the senders waiting on messages the run had taken and not
+        completed (it ended without completing them)."""
         queue = self.host.queue()
         if queue is not None:
             for message_id in self.held_messages():
-                await queue.abandon(message_id, WorkflowCancelled(cancelled.reason))
-        self.host.workflow_ended(self.status())
+                await queue.abandon(message_id, error)
+
+
+def _timed_out(meta: dict[str, Any]) -> bool:
+    """The run ended ``failed`` at its deadline."""
+    error = meta.get("error") or {}
+    return meta.get("status") == "failed" and error.get("code") == WorkflowTimedOut.default_code

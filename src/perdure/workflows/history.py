@@ -24,12 +24,14 @@ from typing import Any
 __all__ = [
     "ENTRY_KINDS",
     "ROOT",
+    "RUN_ARCHIVE",
     "Divergence",
     "Entry",
     "History",
     "child_location",
     "iteration_scope",
     "parent_scope",
+    "run_archive",
     "validate_name",
 ]
 
@@ -68,6 +70,16 @@ def validate_name(name: str) -> None:
             f"Invalid workflow entry name {name!r}: use a non-empty name without `/` "
             "that does not start with `~`."
         )
+
+
+RUN_ARCHIVE = "~run/"
+"""Where a fork archives the runs before it: ``~run/<n>/<location>`` (and
+``~run/<n>/~meta``), never loaded as entries of the run."""
+
+
+def run_archive(run: int) -> str:
+    """The location prefix of archived run ``run``."""
+    return f"{RUN_ARCHIVE}{run}/"
 
 
 def child_location(scope: str, name: str) -> str:

@@ -90,13 +90,15 @@ async def judge_history(
     identity: tuple[str, Sequence[str]],
     raw_history: Mapping[str, bytes],
     state: bytes | None,
+    create_input: bytes | None = None,
 ) -> Verdict:
     """Replay ``raw_history`` (as stored) against ``definition``'s workflow.
 
-    ``identity`` is the actor's ``(actor_id, key)``. Never raises for what the workflow
-    code does: its exceptions are the verdict.
+    ``identity`` is the actor's ``(actor_id, key)``; ``create_input`` its stored create
+    input (``ctx.input`` of a first run). Never raises for what the workflow code does:
+    its exceptions are the verdict.
     """
-    host = CheckHost(definition, identity, raw_history, state)
+    host = CheckHost(definition, identity, raw_history, state, create_input)
     runner = CheckRunner(host, definition.hooks["run"])
     try:
         return await runner.judge()
@@ -416,13 +418,16 @@ class CheckHost:
         identity: tuple[str, Sequence[str]],
         raw_history: Mapping[str, bytes],
         state: bytes | None,
+        create_input: bytes | None = None,
     ) -> None:
         self.actor_id, self.key = identity[0], tuple(identity[1])
+        self._create_input = create_input
         self.name = definition.name
         self.label = f"{self.name}/{self.actor_id}"
         self.log = logging.LoggerAdapter(_log, {"actor": self.label})
         self.abort = _NeverAborted()
         self.observer: Observer = NO_OBSERVER
+        self.run_timeout = 0.0  # a check replays stored history: no deadline lands
         self.actor = _StoredData(state)
         self._definition = definition
         self._raw_history = dict(raw_history)
@@ -450,6 +455,12 @@ class CheckHost:
 
     def send_event(self, name: str, args: list[Any]) -> None:
         raise Frontier("would broadcast an event")
+
+    def create_input(self) -> Any:
+        return None if self._create_input is None else decode_value(self._create_input)
+
+    def input_value(self, plain: Any) -> Any:
+        return self._definition.input_value(plain)
 
     def now_ms(self) -> int:
         """The wall clock: a sleep whose deadline has passed completes, as on a restart."""

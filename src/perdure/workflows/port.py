@@ -186,6 +186,12 @@ class WorkflowHost(ActorIdentity, WorkflowHistory, StepHost, Protocol):
         ...
 
     @property
+    def run_timeout(self) -> float:
+        """The run's deadline in seconds from its start (``workflow(timeout=...)``);
+        0: none."""
+        ...
+
+    @property
     def observer(self) -> Observer:
         """Told about steps, their failures, the workflow's status and its timers."""
         ...
@@ -201,6 +207,15 @@ class WorkflowHost(ActorIdentity, WorkflowHistory, StepHost, Protocol):
     def validate_event(self, name: str, args: list[Any]) -> list[Any]:
         """Check an event against the actor's definition (raises if it does not fit);
         return its arguments in their plain form."""
+        ...
+
+    def create_input(self) -> Any:
+        """The input the actor was created with, in its stored plain form (None
+        without one): the first run's input."""
+        ...
+
+    def input_value(self, plain: Any) -> Any:
+        """A run's input as the workflow reads it (``input=``'s type, if a model)."""
         ...
 
     def send_event(self, name: str, args: list[Any]) -> None:

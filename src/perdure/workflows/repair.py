@@ -18,6 +18,13 @@ after any restart.
   deleted receives had taken go back to the queue, so the replayed receive gets the
   same message rather than waiting for a new one. The actor's state is not rewound:
   replayed steps run against the state as it is now.
+- **Fork from a step**: a replay that starts a new run and keeps the old one for the
+  record. The old run's status record and every entry it had (those the replay keeps
+  too) are archived under ``~run/<n>/`` (:func:`~perdure.workflows.history.run_archive`),
+  which the engine never loads; the new run is number ``n + 1``. A fork may give the new
+  run its own input (``ctx.input`` reads it; kept in its status record) and, when it
+  starts at a receive, the message that receive gets (in place of those it took). A
+  fork is a new run: an operator's cancel or pause of the old one does not carry over.
 """
 
 from __future__ import annotations
@@ -26,12 +33,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from perdure.errors import RepairRefused, UnknownLocation
-from perdure.workflows.history import Entry, parent_scope
+from perdure.workflows.history import Entry, parent_scope, run_archive
 
 __all__ = [
     "RepairPlan",
     "RepairRefused",
     "UnknownLocation",
+    "plan_fork",
     "plan_replay",
     "plan_retry",
 ]
@@ -40,9 +48,11 @@ __all__ = [
 @dataclass(slots=True)
 class RepairPlan:
     """What to write: entries to put, locations to delete, messages to requeue (each
-    ``{"id", "name", "body", "at"}`` as a receive recorded it) and the new status."""
+    ``{"id", "name", "body", "at"}`` as a receive recorded it) and the new status;
+    ``archive``: records to write as they are (a fork's archived run)."""
 
     puts: dict[str, Entry] = field(default_factory=dict)
+    archive: dict[str, Any] = field(default_factory=dict)
     deletes: list[str] = field(default_factory=list)
     requeue: list[dict[str, Any]] = field(default_factory=list)
     meta: dict[str, Any] = field(default_factory=dict)
@@ -89,6 +99,45 @@ def plan_replay(meta: dict[str, Any], entries: dict[str, Entry], location: str) 
     return plan
 
 
+def plan_fork(
+    meta: dict[str, Any], entries: dict[str, Entry], location: str, given: dict[str, Any]
+) -> RepairPlan:
+    """Archive the run and start the next one from ``location`` (as :func:`plan_replay`
+    would); ``given`` may hold the new run's ``input`` and, for a fork at a receive, the
+    ``message`` that receive gets."""
+    plan = plan_replay(meta, entries, location)
+    run = int(meta.get("run", 1))
+    prefix = run_archive(run)
+    plan.archive = {f"{prefix}{loc}": entry.to_record() for loc, entry in entries.items()}
+    plan.archive[f"{prefix}~meta"] = dict(meta)
+    fresh = {k: v for k, v in plan.meta.items() if k not in ("cancel", "paused")}
+    fresh.update(run=run + 1, forkedFrom={"run": run, "from": location})
+    if "input" in given:
+        fresh["input"] = given["input"]
+    plan.meta = fresh
+    if "message" in given:
+        _replace_message(plan, entries[location], location, given["message"])
+    return plan
+
+
+def _replace_message(plan: RepairPlan, target: Entry, location: str, body: Any) -> None:
+    """The receive at ``location`` gets ``body`` instead of the messages it took."""
+    taken = target.data.get("m") or []
+    if target.kind != "message" or target.status != "completed" or not taken:
+        raise RepairRefused(
+            f"`{location}` is not a receive that took a message: a fork gives a new "
+            "message only to the receive it starts from.",
+            code="fork_unsupported",
+            metadata={"location": location},
+        )
+    ids = {message["id"] for message in taken}
+    first = taken[0]
+    plan.requeue = [message for message in plan.requeue if message["id"] not in ids]
+    plan.requeue.insert(
+        0, {"id": first["id"], "name": first["name"], "body": body, "at": first["at"]}
+    )
+
+
 def _check_not_compensated(entries: dict[str, Entry], keep: dict[str, Entry]) -> None:
     """Refuse a repair that would keep a step whose rollback handler has run: replayed, it
     would return its recorded result as if it still held, though it was undone."""
@@ -106,7 +155,15 @@ def _check_not_compensated(entries: dict[str, Entry], keep: dict[str, Entry]) ->
 
 
 def _restarted(meta: dict[str, Any]) -> dict[str, Any]:
-    return {**meta, "status": "running", "error": None, "output": None}
+    """The status record of a repaired run: running again, its deadline counted afresh
+    from now (a deadline's cancel is dropped with it; an operator's cancel stays)."""
+    restarted = {**meta, "status": "running", "error": None, "output": None}
+    for clock in ("startedAt", "deadlineAt"):
+        restarted.pop(clock, None)
+    cancel = restarted.get("cancel")
+    if cancel is not None and cancel.get("deadline") is not None:
+        del restarted["cancel"]
+    return restarted
 
 
 def _fresh_attempts(entry: Entry) -> Entry:

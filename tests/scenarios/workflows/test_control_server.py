@@ -8,8 +8,6 @@ import json
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -22,16 +20,6 @@ from tests.support.wait import eventually
 
 REGISTRY = "tests.scenarios.workflows.control_app:registry"
 WAIT = 15.0
-
-
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[ServerProcess]:
-    process = ServerProcess(REGISTRY, tmp_path / "data", extra_args=["--log-level", "warning"])
-    process.start()
-    try:
-        yield process
-    finally:
-        process.kill()
 
 
 async def test_a_cancel_mid_step_compensates_once_and_survives_kill_9(

@@ -1,5 +1,5 @@
-"""An operator's maintenance of a live actor: repair its workflow, cancel one of its
-schedules, requeue or drop one of its dead letters.
+"""An operator's maintenance of a live actor: repair or fork its workflow, cancel one of
+its schedules, requeue or drop one of its dead letters.
 
 They arrive through the dispatch seam as :class:`~perdure.runtime.actor.operations.Administer`
 operations (so in a cluster they run on the node that owns the actor) and run here, on
@@ -16,13 +16,15 @@ from typing import TYPE_CHECKING, Any
 
 from perdure.errors import InvalidRequest, RepairRefused, ScheduleNotFound
 from perdure.runtime.queues.leases import administer_dead_letter
+from perdure.schemas import to_plain
 from perdure.store.base import QueueMessageRecord
 from perdure.store.encoding import encode_value
 from perdure.workflows.core import META_LOCATION, decode_history, encode_meta
-from perdure.workflows.repair import RepairPlan, plan_replay, plan_retry
+from perdure.workflows.repair import RepairPlan, plan_fork, plan_replay, plan_retry
 
 if TYPE_CHECKING:
     from perdure.runtime.actor.instance import ActorInstance
+    from perdure.runtime.actor.operations import Administer
 
 __all__ = ["administer", "cancel_schedule", "repair_workflow"]
 
@@ -34,10 +36,11 @@ STEP_PATIENCE = 5.0
 _locks: weakref.WeakKeyDictionary[ActorInstance, asyncio.Lock] = weakref.WeakKeyDictionary()
 
 
-async def administer(instance: ActorInstance, kind: str, argument: str | None) -> Any:
-    """Run the operator's operation ``kind`` on the live actor: ``requeue``/``drop`` a dead
+async def administer(instance: ActorInstance, operation: Administer) -> Any:
+    """Run the operator's operation on the live actor: ``requeue``/``drop`` a dead
     letter (the message after a requeue), ``unschedule`` a job (``None``), or
-    ``retry``/``replay`` its workflow (the workflow's status once repaired)."""
+    ``retry``/``replay``/``fork`` its workflow (the workflow's status once repaired)."""
+    kind, argument = operation.kind, operation.argument
     if kind in ("requeue", "drop"):
         instance.definition.require_queues()  # queue.not_configured
         queue = instance.queue
@@ -46,20 +49,22 @@ async def administer(instance: ActorInstance, kind: str, argument: str | None) -
     if kind == "unschedule":
         await cancel_schedule(instance, argument or "")
         return None
-    return await repair_workflow(instance, kind, argument)
+    return await repair_workflow(instance, kind, argument, operation.values or {})
 
 
 async def repair_workflow(
-    instance: ActorInstance, kind: str, location: str | None
+    instance: ActorInstance, kind: str, location: str | None, given: dict[str, Any] | None = None
 ) -> dict[str, Any]:
-    """Retry (``kind="retry"``) or replay from ``location`` (``"replay"``); returns the
-    workflow's status once the repaired history is durable and the run restarted."""
+    """Retry (``kind="retry"``), replay from ``location`` (``"replay"``) or fork from it
+    (``"fork"``, with ``given``'s ``input`` and ``message``); returns the workflow's
+    status once the repaired history is durable and the run restarted (``run``: its
+    number)."""
     if instance.definition.kind != "workflow":
         raise RepairRefused(
             f"Actor `{instance.name}` has no workflow to repair.", code="not_a_workflow"
         )
-    if kind == "replay" and not location:
-        raise InvalidRequest("Say which step to replay from (`from`).", code="missing_step")
+    if kind in ("replay", "fork") and not location:
+        raise InvalidRequest(f"Say which step to {kind} from (`from`).", code="missing_step")
     async with _locks.setdefault(instance, asyncio.Lock()):
         was_running = await park_workflow(instance, STEP_PATIENCE)
         await instance.commits.flush_now()
@@ -69,6 +74,9 @@ async def repair_workflow(
         try:
             if kind == "retry":
                 plan = plan_retry(meta, entries)
+            elif kind == "fork":
+                assert location is not None
+                plan = _fork(instance, meta, entries, location, given or {})
             else:
                 assert location is not None
                 plan = plan_replay(meta, entries, location)
@@ -82,7 +90,27 @@ async def repair_workflow(
         "status": plan.meta["status"],
         "error": plan.meta.get("error"),
         "output": plan.meta.get("output"),
+        "run": plan.meta.get("run", 1),
     }
+
+
+def _fork(
+    instance: ActorInstance,
+    meta: dict[str, Any],
+    entries: dict[str, Any],
+    location: str,
+    given: dict[str, Any],
+) -> RepairPlan:
+    """The fork's plan, its input and message checked as a create input and a send
+    would be (``actor.invalid_input``, ``queue.invalid_message``)."""
+    definition = instance.definition
+    if "input" in given:
+        given = {**given, "input": definition.check_input(given["input"])}
+    plan = plan_fork(meta, entries, location, given)
+    if "message" in given:
+        first = plan.requeue[0]
+        first["body"] = to_plain(definition.validate_message(first["name"], first["body"]))
+    return plan
 
 
 async def park_workflow(instance: ActorInstance, patience: float) -> bool:
@@ -119,6 +147,8 @@ async def _apply(instance: ActorInstance, plan: RepairPlan) -> None:
         for location, entry in plan.puts.items()
     }
     puts[META_LOCATION] = encode_meta(plan.meta)
+    for location, record in plan.archive.items():  # a fork's archived run, as it was
+        puts[location] = encode_value(record, what=f"archived `{location}`", owner=owner)
     instance.commits.write_history(puts, plan.deletes)
     if plan.requeue:
         queue = instance.queue

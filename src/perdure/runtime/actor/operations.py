@@ -104,12 +104,14 @@ Operation = CallAction | SendMessage
 @dataclass(frozen=True, slots=True)
 class Administer:
     """An operator's operation on a live actor (the admin API): ``retry`` or ``replay``
-    (from ``argument``, a history location) its workflow, ``unschedule`` (the schedule id
-    ``argument``), or ``requeue``/``drop`` a dead letter (the message id ``argument``).
-    See :mod:`perdure.runtime.actor.maintenance`."""
+    (from ``argument``, a history location) its workflow, ``fork`` it from ``argument``
+    (``values``: the new run's ``input`` and ``message``, each if given), ``unschedule``
+    (the schedule id ``argument``), or ``requeue``/``drop`` a dead letter (the message id
+    ``argument``). See :mod:`perdure.runtime.actor.maintenance`."""
 
-    kind: Literal["retry", "replay", "unschedule", "requeue", "drop"]
+    kind: Literal["retry", "replay", "fork", "unschedule", "requeue", "drop"]
     argument: str | None = None
+    values: dict[str, Any] | None = None
 
 
 # What a ref routes to the actor's node: an operation, or a named one (below).

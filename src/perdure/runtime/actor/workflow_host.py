@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from perdure.runtime.actor.hooks import call_hook
 from perdure.runtime.kernel.clock import wait_first
 from perdure.runtime.kernel.core import AbortSignal
+from perdure.store.encoding import decode_value
 from perdure.telemetry import Observer
 from perdure.workflows.port import ActorClient, MessageQueue
 
@@ -41,6 +42,7 @@ class ActorWorkflowHost:
         self.log = instance.log
         self.abort: AbortSignal = instance.abort
         self.observer: Observer = instance.observer
+        self.run_timeout = instance.options.workflow_timeout
         # The state and vars as actions see them (an assigned state becomes the schema's type).
         self.actor = instance.context
         self._activity = instance.activity
@@ -49,6 +51,7 @@ class ActorWorkflowHost:
         self.write_history = instance.commits.write_history
         self.flush = instance.commits.flush_now
         self.validate_event = instance.definition.validate_event
+        self.input_value = instance.definition.input_value
         self.send_event = instance.send_event
         # What a step's context offers, as ``c`` does.
         self.keep_awake = instance.activity.keep_awake
@@ -59,6 +62,11 @@ class ActorWorkflowHost:
     async def load_history(self) -> dict[str, bytes]:
         """The actor's stored workflow history."""
         return await self._instance.core.store.load_history(self.actor_id)
+
+    def create_input(self) -> Any:
+        """The actor's create input, as stored (plain)."""
+        stored = self._instance.record.input
+        return None if stored is None else decode_value(stored)
 
     # ------------------------------------------------------- queue and events
 

@@ -18,7 +18,7 @@ from perdure.protocol.values import to_json_value
 from perdure.store.base import ActorRecord, QueueMessageRecord, ScheduleRecord
 from perdure.store.encoding import decode_value
 from perdure.workflows.control import shown_status
-from perdure.workflows.core import decode_history
+from perdure.workflows.core import decode_history, decode_runs
 from perdure.workflows.history import Entry
 
 if TYPE_CHECKING:
@@ -168,7 +168,7 @@ class ActorInspector:
             "schedules": await self._schedules(actor_id),
             "workflow": None
             if definition is None or definition.kind != "workflow"
-            else _workflow(meta, entries),
+            else {**_workflow(meta, entries), "runs": _archived_runs(history)},
         }
 
     async def dead_letters(self, actor_id: str, queue: str | None) -> list[dict[str, Any]]:
@@ -284,8 +284,19 @@ def _workflow(meta: dict[str, Any] | None, entries: dict[str, Entry]) -> dict[st
         "status": shown_status(meta),
         "error": shown(meta.get("error")),
         "output": shown(meta.get("output")),
+        "run": meta.get("run", 1),
+        "forked_from": meta.get("forkedFrom"),
+        "input": shown(meta.get("input")),
+        "started_at": meta.get("startedAt"),
+        "deadline_at": meta.get("deadlineAt"),
         "history": [entry_view(location, entry) for location, entry in ordered],
     }
+
+
+def _archived_runs(history: dict[str, bytes]) -> list[dict[str, Any]]:
+    """The runs a fork archived, newest first, each shown as the current one is."""
+    runs = decode_runs(history)
+    return [_workflow(meta, entries) for _, (meta, entries) in sorted(runs.items(), reverse=True)]
 
 
 def entry_view(location: str, entry: Entry) -> dict[str, Any]:

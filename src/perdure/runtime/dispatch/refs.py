@@ -148,7 +148,7 @@ class ActorRef:
         return await instance.current_workflow_status()
 
     async def administer(self, operation: Administer) -> Any:
-        """Repair the actor's workflow, cancel one of its schedules or requeue or drop a
+        """Repair or fork the actor's workflow, cancel one of its schedules or requeue or drop a
         dead letter (waking it): the workflow's status after a repair, the message after
         a requeue, ``None`` otherwise."""
         instance, result = await self._route(operation)
@@ -156,7 +156,7 @@ class ActorRef:
             return result
         from perdure.runtime.actor.maintenance import administer
 
-        return await administer(instance, operation.kind, operation.argument)
+        return await administer(instance, operation)
 
     async def destroy(self) -> None:
         """Destroy the actor (``on_destroy`` runs, its data is deleted) and wait."""

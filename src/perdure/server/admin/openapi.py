@@ -149,10 +149,40 @@ _SCHEMAS: dict[str, Any] = {
             "output": _ANY,
         }
     ),
-    "Workflow": {
+    "Run": {
         "allOf": [
             _ref("WorkflowStatus"),
-            _object({"history": {"type": "array", "items": _ref("HistoryEntry")}}),
+            _object(
+                {
+                    "run": {"type": "integer", "description": "1, then one more per fork."},
+                    "forked_from": {
+                        **_ANY,
+                        "description": "`{run, from}`: the run and step this one was forked "
+                        "from (null for a first run).",
+                    },
+                    "input": {**_ANY, "description": "A fork's input (null: the create input)."},
+                    "started_at": _MS_OR_NULL,
+                    "deadline_at": {
+                        **_MS_OR_NULL,
+                        "description": "The run's deadline (`workflow(timeout=...)`).",
+                    },
+                    "history": {"type": "array", "items": _ref("HistoryEntry")},
+                }
+            ),
+        ]
+    },
+    "Workflow": {
+        "allOf": [
+            _ref("Run"),
+            _object(
+                {
+                    "runs": {
+                        "type": "array",
+                        "items": _ref("Run"),
+                        "description": "The runs forks archived, newest first.",
+                    }
+                }
+            ),
         ]
     },
     "ActorDetails": _object(
@@ -330,6 +360,27 @@ def _paths() -> dict[str, Any]:
                 "Replay the workflow from a step: that entry and every later one run again.",
                 status_answer,
                 body=_object({"from": {"type": "string", "description": "A history location."}}),
+                extra=_CONFLICT,
+            ),
+        },
+        "/admin/actors/{actor_id}/workflow/fork": {
+            "parameters": [_ACTOR_ID],
+            "post": _operation(
+                "Fork the workflow from a step: a new run replays the history before it and "
+                "runs from it, with a new input or (from a receive) a new message; the old "
+                "run is archived (`runs`).",
+                _json(_object({"workflow": _ref("WorkflowStatus"), "run": {"type": "integer"}})),
+                body=_object(
+                    {
+                        "from": {"type": "string", "description": "A history location."},
+                        "input": {**_ANY, "description": "The new run's input (`ctx.input`)."},
+                        "message": {
+                            **_ANY,
+                            "description": "The message the receive at `from` gets.",
+                        },
+                    },
+                    required=False,
+                ),
                 extra=_CONFLICT,
             ),
         },

@@ -209,6 +209,25 @@ class _AdminApi:
         status = await self.dispatch.ref(actor_id).administer(Administer("replay", location))
         return json_response({"workflow": _status(status)})
 
+    async def fork(self, request: Request) -> Response:
+        """``POST /admin/actors/{id}/workflow/fork`` ``{"from": location, "input"?,
+        "message"?}``: a new run from that step; the old one is archived."""
+        actor_id = request.path_params["actor_id"]
+        body = await self._body(request)
+        location = body.get("from")
+        if not isinstance(location, str) or not location:
+            raise InvalidRequest(
+                "Say which step to fork from: `from` is a history location.",
+                code="missing_step",
+            )
+        given: dict[str, Any] = {
+            name: from_json_value(body[name], name) for name in ("input", "message") if name in body
+        }
+        await self._name_of(actor_id)
+        operation = Administer("fork", location, given)
+        status = await self.dispatch.ref(actor_id).administer(operation)
+        return json_response({"workflow": _status(status), "run": status.get("run")})
+
     async def control(self, request: Request) -> Response:
         """``POST /admin/actors/{id}/workflow/{cancel|pause|resume}`` (a cancel takes
         ``{"reason": text}``): the workflow's status once the request is recorded."""
@@ -336,6 +355,7 @@ def admin_routes(runtime: ActorRuntime, access: AdminAccess) -> list[Route]:
         Route(actor + "/queues/{queue}", guard(api.send), methods=["POST"]),
         Route(actor + "/workflow/retry", guard(api.retry), methods=["POST"]),
         Route(actor + "/workflow/replay", guard(api.replay), methods=["POST"]),
+        Route(actor + "/workflow/fork", guard(api.fork), methods=["POST"]),
         *(
             Route(actor + f"/workflow/{kind}", guard(api.control), methods=["POST"])
             for kind in _CONTROLS

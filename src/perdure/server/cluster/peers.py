@@ -276,6 +276,8 @@ def _request(actor_id: str, operation: Forwardable, params: Any) -> dict[str, An
             request.update(delay=operation.delay, at=operation.at)
     elif isinstance(operation, Administer):
         request.update(op="admin", kind=operation.kind, argument=operation.argument)
+        if operation.values is not None:
+            request["values"] = operation.values
     else:
         request["op"] = operation
     if params is not NO_CONNECTION:
@@ -389,9 +391,11 @@ async def _serve(ref: ActorRef, request: dict[str, Any]) -> Any:
         return result.to_dict()
     if op == "admin":
         kind = request.get("kind")
-        if kind not in ("retry", "replay", "unschedule", "requeue", "drop"):
+        if kind not in ("retry", "replay", "fork", "unschedule", "requeue", "drop"):
             raise InvalidRequest(f"Unknown forwarded admin operation `{kind}`.")
-        return await ref.administer(Administer(kind, request.get("argument")))
+        return await ref.administer(
+            Administer(kind, request.get("argument"), request.get("values"))
+        )
     if op == "$status":
         return await ref.workflow_status()
     if op == "$destroy":

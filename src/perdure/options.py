@@ -1,0 +1,116 @@
+"""An actor's options (:class:`ActorOptions`, docs/options.md) and durations in seconds.
+
+Kept apart from :mod:`perdure.definition`, which uses them, so that each stays readable.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import difflib
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Any
+
+from perdure.errors import DefinitionError
+
+__all__ = ["ActorOptions", "Duration", "seconds", "suggest", "with_option"]
+
+Duration = float | int | _dt.timedelta
+
+
+def seconds(value: Duration) -> float:
+    """A duration given as seconds or ``timedelta``, as float seconds."""
+    if isinstance(value, _dt.timedelta):
+        return value.total_seconds()
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise DefinitionError(f"A duration must be seconds or a timedelta, not {value!r}.")
+    return float(value)
+
+
+@dataclass(frozen=True, slots=True)
+class ActorOptions:
+    """Per-actor options; defaults follow the original system."""
+
+    sleep_timeout: float = 30.0
+    action_timeout: float = 60.0
+    sleep_grace_period: float = 15.0
+    state_save_interval: float = 1.0
+    create_vars_timeout: float = 5.0
+    create_conn_state_timeout: float = 5.0
+    on_before_connect_timeout: float = 5.0
+    on_connect_timeout: float = 5.0
+    # rivetkit's onSleepTimeout/onDestroyTimeout; the grace period still bounds the stop.
+    on_sleep_timeout: float = 5.0
+    on_destroy_timeout: float = 5.0
+    no_sleep: bool = False
+    max_queue_size: int = 1000
+    max_queue_message_size: int = 65536
+    max_schedules: int = 1000
+    # The shortest `c.cron.every` interval (seconds); lower it for tests and demos.
+    min_cron_interval: float = 5.0
+    # The event log (docs/events.md): how many events, and how old (seconds), a
+    # client can still resume from.
+    event_log_max_events: int = 1000
+    event_log_max_age: float = 86400.0
+    idle_ttl: float = 0.0  # destroy after this long idle (docs/options.md); 0: never
+    idempotency_retention: float = 86400.0  # seconds a key is kept (docs/idempotency.md)
+    # A workflow run's deadline, counted from its start (docs/workflow-control.md,
+    # "Deadline"); ``workflow(timeout=...)`` sets it. 0: none.
+    workflow_timeout: float = 0.0
+
+    @classmethod
+    def build(cls, actor_name: str, value: ActorOptions | Mapping[str, Any] | None) -> ActorOptions:
+        """Validate options given as a mapping (or pass an ``ActorOptions`` through)."""
+        if value is None:
+            return cls()
+        if isinstance(value, ActorOptions):
+            return value
+        known = {f.name: f for f in fields(cls)}
+        converted: dict[str, Any] = {}
+        for name, raw in value.items():
+            if name not in known:
+                raise DefinitionError(
+                    f"Actor `{actor_name}`: unknown option `{name}`{suggest(name, known)}."
+                )
+            default = known[name].default
+            if isinstance(default, bool):
+                if not isinstance(raw, bool):
+                    raise DefinitionError(f"Actor `{actor_name}`: option `{name}` must be a bool.")
+                converted[name] = raw
+            elif isinstance(default, float):
+                converted[name] = seconds(raw)
+                if converted[name] < 0:
+                    raise DefinitionError(f"Actor `{actor_name}`: option `{name}` is negative.")
+            else:
+                if isinstance(raw, bool) or not isinstance(raw, int) or raw <= 0:
+                    raise DefinitionError(
+                        f"Actor `{actor_name}`: option `{name}` must be a positive integer."
+                    )
+                converted[name] = raw
+        return cls(**converted)
+
+
+def with_option(
+    actor_options: ActorOptions | Mapping[str, Any] | None, name: str, value: Any, keyword: str
+) -> ActorOptions | Mapping[str, Any]:
+    """``actor_options`` with option ``name`` set to ``value``, given as the keyword
+    ``keyword`` of the definition (``workflow(timeout=...)``); giving it both ways is a
+    ``DefinitionError``. Checked with the other options when the registry is built."""
+    if isinstance(actor_options, ActorOptions):
+        default = ActorOptions()
+        if getattr(actor_options, name) != getattr(default, name):
+            raise DefinitionError(f"Give `{keyword}` or the option `{name}`, not both.")
+        changes: dict[str, Any] = {name: seconds(value)}
+        return dataclasses.replace(actor_options, **changes)
+    given = dict(actor_options or {})
+    if name in given:
+        raise DefinitionError(f"Give `{keyword}` or the option `{name}`, not both.")
+    given[name] = value
+    return given
+
+
+def suggest(name: str, candidates: Any) -> str:
+    """`` (did you mean `x`?)`` for the closest of ``candidates``, or nothing."""
+    close = difflib.get_close_matches(name, list(candidates), n=1)
+    return f" (did you mean `{close[0]}`?)" if close else ""
