@@ -212,6 +212,33 @@ def test_pause_resume_and_cancel_a_workflow(
     assert _same_page(browser)
 
 
+def test_fork_from_a_step_keeps_the_old_run(
+    browser: WebDriver, server: ServerProcess, api: Api, tag: str
+) -> None:
+    api.send("pipeline", tag, "jobs", {"finish": tag})
+    actor_id = api.create("pipeline", tag)
+    _open_actor(browser, server, actor_id)
+    wait_until(
+        browser, lambda d: text_of(d, "wf-status") == "completed", "the workflow to complete"
+    )
+    wait_until(browser, lambda d: '"finished": 1' in text_of(d, "state"), "one finish")
+
+    click(browser, "#history button[aria-label='Fork from check-gate']", "the fork button")
+    dialog = by_id(browser, "fork")
+    wait_until(browser, lambda d: dialog.is_displayed(), "the fork dialog")
+    assert "check-gate" in text_of(browser, "fork-text")
+    by_id(browser, "fork-input").send_keys('{"reason": "fixed"}')
+    by_id(browser, "fork-ok").click()
+    wait_until(browser, lambda d: not dialog.is_displayed(), "the dialog to close")
+    wait_until(browser, lambda d: '"finished": 2' in text_of(d, "state"), "finish to run again")
+    wait_until(browser, lambda d: text_of(d, "wf-status") == "completed", "the forked run")
+    view = api.http.get(f"/admin/actors/{actor_id}").json()["workflow"]
+    assert view["run"] == 2
+    assert view["input"] == {"reason": "fixed"}
+    assert [run["run"] for run in view["runs"]] == [1]  # the old run, kept
+    assert _same_page(browser)
+
+
 def test_actions_and_their_errors(
     browser: WebDriver, server: ServerProcess, api: Api, tag: str
 ) -> None:

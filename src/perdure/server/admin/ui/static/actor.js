@@ -19,7 +19,7 @@ let gone = false; // destroyed, or never existed
 let feed = null;
 let typeName = null;
 
-const history = new HistoryTable(document.querySelector("#history tbody"), $("history-empty"), replayFrom);
+const history = new HistoryTable(document.querySelector("#history tbody"), $("history-empty"), replayFrom, forkFrom);
 
 // Screen readers hear the latest change at most every ANNOUNCE_EVERY_MS, not each one.
 let announcement = null;
@@ -450,6 +450,43 @@ async function replayFrom(entry) {
   if (answer === undefined) return;
   renderWorkflowStatus(answer.workflow);
   announce(`Workflow replayed from ${entry.location}: ${answer.workflow.status}.`);
+  scheduleRefresh();
+}
+
+/** Ask for a fork's new input (empty: the run's own) in the fork dialog; null if cancelled. */
+function forkDialog(location) {
+  const box = $("fork");
+  const opener = document.activeElement;
+  $("fork-text").textContent = `A new run starts from ${location}; the current run and its history are kept for the record.`;
+  $("fork-input").value = "";
+  box.returnValue = "";
+  return new Promise((resolve) => {
+    box.addEventListener(
+      "close",
+      () => {
+        if (opener instanceof HTMLElement && opener.isConnected) opener.focus();
+        resolve(box.returnValue === "ok" ? $("fork-input").value : null);
+      },
+      { once: true },
+    );
+    box.showModal();
+  });
+}
+
+async function forkFrom(entry) {
+  const text = await forkDialog(entry.location);
+  if (text === null) return;
+  const body = { from: entry.location };
+  try {
+    if (text.trim() !== "") body.input = parseJson(text, "The new input");
+  } catch (error) {
+    showError($("wf-op-error"), error);
+    return;
+  }
+  const answer = await operate($("wf-retry"), $("wf-op-error"), () => api("POST", `${base}/workflow/fork`, body));
+  if (answer === undefined) return;
+  renderWorkflowStatus(answer.workflow);
+  announce(`Workflow forked from ${entry.location}: run ${answer.run}, ${answer.workflow.status}.`);
   scheduleRefresh();
 }
 

@@ -45,7 +45,7 @@ function detailCell(entry) {
   return cell;
 }
 
-function entryRow(entry, onReplay) {
+function entryRow(entry, onReplay, onFork) {
   const where = el("td", { class: "where" }, el("span", { class: "entry-name" }, entry.name));
   if (entry.location !== entry.name) where.append(el("span", { class: "loc" }, entry.location));
   where.style.setProperty("--depth", String(entry.depth || 0));
@@ -53,6 +53,11 @@ function entryRow(entry, onReplay) {
     "button",
     { type: "button", class: "small quiet", "aria-label": `Replay from ${entry.location}`, title: "Replay the workflow from this entry", onclick: () => onReplay(entry) },
     "Replay",
+  );
+  const fork = el(
+    "button",
+    { type: "button", class: "small quiet", "aria-label": `Fork from ${entry.location}`, title: "Start a new run from this entry, keeping this one for the record", onclick: () => onFork(entry) },
+    "Fork",
   );
   return el(
     "tr",
@@ -63,16 +68,18 @@ function entryRow(entry, onReplay) {
     el("td", {}, el("span", { class: `badge status-${entry.status}` }, entry.status)),
     el("td", { class: "num" }, entry.attempts ?? ""),
     detailCell(entry),
-    el("td", { class: "ops" }, replay),
+    el("td", { class: "ops" }, replay, fork),
   );
 }
 
 export class HistoryTable {
-  /** `onReplay(entry)` runs when an entry's replay button is pressed. */
-  constructor(tbody, emptyNote, onReplay) {
+  /** `onReplay(entry)` and `onFork(entry)` run when an entry's replay or fork button is
+   *  pressed. */
+  constructor(tbody, emptyNote, onReplay, onFork) {
     this.tbody = tbody;
     this.emptyNote = emptyNote;
     this.onReplay = onReplay;
+    this.onFork = onFork;
     this.rows = new Map(); // location → {row, seq, json}
   }
 
@@ -83,7 +90,7 @@ export class HistoryTable {
       const json = JSON.stringify(entry);
       const known = this.rows.get(entry.location);
       if (known && known.json === json) continue;
-      const row = entryRow(entry, this.onReplay);
+      const row = entryRow(entry, this.onReplay, this.onFork);
       const hadFocus = known && known.row.contains(document.activeElement);
       if (known) known.row.remove();
       this.tbody.insertBefore(row, this.rowAfter(entry.seq));
