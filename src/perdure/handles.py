@@ -64,8 +64,14 @@ WORKFLOW_CANCEL_ACTION = "$workflow_cancel"
 WORKFLOW_PAUSE_ACTION = "$workflow_pause"
 WORKFLOW_RESUME_ACTION = "$workflow_resume"
 WORKFLOW_RESULT_ACTION = "$workflow_result"
+# Between a parent workflow and its children (docs/workflow-children.md): a parent
+# records itself in a child's status record, a child tells its parent that it ended.
+WORKFLOW_PARENT_ACTION = "$workflow_parent"
+WORKFLOW_CHILD_ENDED_ACTION = "$workflow_child_ended"
 WORKFLOW_ACTIONS = frozenset(
     {
+        WORKFLOW_PARENT_ACTION,
+        WORKFLOW_CHILD_ENDED_ACTION,
         WORKFLOW_STATUS_ACTION,
         WORKFLOW_CANCEL_ACTION,
         WORKFLOW_PAUSE_ACTION,

@@ -18,6 +18,7 @@ from psycopg import sql
 from perdure import ActorRuntime, Registry, WorkflowContext, setup, workflow
 from perdure.runtime.local.client import LocalHandle
 from perdure.store import SQLiteStore, Store
+from perdure.workflows.engine import WorkflowRunner
 from tests.support import wait
 from tests.support.postgres import (
     POSTGRES_URL,
@@ -74,6 +75,13 @@ class Rig:
         await self.runtime.instance(actor_id)
         return actor_id
 
+    async def runner(self, name: str, key: str = "k") -> WorkflowRunner:
+        """The live workflow runner of actor ``name`` (woken if asleep)."""
+        assert self.runtime is not None
+        instance = await self.runtime.instance(await self.handle(name, key).resolve())
+        assert instance.workflow is not None
+        return instance.workflow
+
     def rows(self, query: str, *params: Any) -> list[tuple[Any, ...]]:
         """Read the database directly (a separate connection, as another process would).
 
@@ -86,6 +94,17 @@ class Rig:
                 return list(conn.execute(query.replace("?", "%s"), params))  # type: ignore[arg-type]
         with sqlite3.connect(self.path) as connection:
             return list(connection.execute(query, params))
+
+    def execute(self, statement: str, *params: Any) -> None:
+        """Change the database directly (``?`` placeholders), as another process would."""
+        if self.postgres_schema is not None:
+            with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+                schema = sql.Identifier(self.postgres_schema)
+                conn.execute(sql.SQL("SET search_path TO {}").format(schema))
+                conn.execute(statement.replace("?", "%s"), params)  # type: ignore[arg-type]
+            return
+        with sqlite3.connect(self.path) as connection:
+            connection.execute(statement, params)
 
 
 async def eventually(

@@ -69,8 +69,10 @@ HTTP status a server answers with. The tree::
         ├── RepairRefused            workflow.* (409)             cannot repair that way now
         ├── UnknownLocation          workflow.unknown_step (404)
         ├── WorkflowCancelled        workflow.cancelled (409)     the run was cancelled
-        │   └── WorkflowTimedOut     workflow.timed_out (409)     it reached its deadline
+        │   ├── WorkflowTimedOut     workflow.timed_out (409)     it reached its deadline
+        │   └── ChildWorkflowCancelled  workflow.child_cancelled  a child it waited for was
         ├── WorkflowFailed           workflow.failed (409)        workflow_result() of a failed run
+        │   └── ChildWorkflowFailed  workflow.child_failed (409)  a child it waited for failed
         └── WorkflowNotRunning       workflow.not_running (409)   cancel/pause/resume of a
                                                                   finished (or unpaused) run
 
@@ -148,6 +150,8 @@ from perdure.errors.storage import (
     StoreUnavailable,
 )
 from perdure.errors.workflow import (
+    ChildWorkflowCancelled,
+    ChildWorkflowFailed,
     CriticalError,
     Evicted,
     HistoryDiverged,
@@ -177,6 +181,8 @@ __all__ = [
     "ActorUnavailable",
     "AdminDenied",
     "ArgumentError",
+    "ChildWorkflowCancelled",
+    "ChildWorkflowFailed",
     "ClientCapReached",
     "ClusterSecretMismatch",
     "CriticalError",

@@ -7,6 +7,8 @@ from typing import Any, ClassVar
 from perdure.errors.base import EngineSignal, WorkflowError
 
 __all__ = [
+    "ChildWorkflowCancelled",
+    "ChildWorkflowFailed",
     "CriticalError",
     "Evicted",
     "HistoryDiverged",
@@ -180,3 +182,31 @@ class WorkflowNotRunning(WorkflowError):
 
     def __init__(self, message: str, status: str) -> None:
         super().__init__(message, metadata={"status": status})
+
+
+class ChildWorkflowFailed(WorkflowFailed, WorkflowFailure):
+    """A child workflow the run waited for ended failed (``workflow.child_failed``):
+    raised at ``ctx.wait_child``, catchable like a failed step (``ctx.try_`` catches it
+    as ``"child"``). ``error`` is the child's stored failure; ``child_id`` names it."""
+
+    default_code: ClassVar[str] = "child_failed"
+
+    def __init__(self, child_id: str, error: dict[str, Any] | None) -> None:
+        self.error = error or {}
+        self.child_id = child_id
+        text = f"Child workflow {child_id} failed: {self.error.get('message', 'no error')}"
+        WorkflowError.__init__(self, text, metadata={**self.error, "childId": child_id})
+
+
+class ChildWorkflowCancelled(WorkflowCancelled, WorkflowFailure):
+    """A child workflow the run waited for ended cancelled (``workflow.child_cancelled``):
+    raised at ``ctx.wait_child``. Not the run's own cancel: uncaught, it fails the run
+    (unless the run's own cancel has landed, when the run ends cancelled)."""
+
+    default_code: ClassVar[str] = "child_cancelled"
+
+    def __init__(self, child_id: str, reason: str | None) -> None:
+        self.reason = reason
+        self.child_id = child_id
+        text = f"Child workflow {child_id} was cancelled" + (f": {reason}" if reason else ".")
+        WorkflowError.__init__(self, text, metadata={"reason": reason, "childId": child_id})

@@ -6,6 +6,8 @@
 
 from perdure.definition import workflow
 from perdure.errors import (
+    ChildWorkflowCancelled,
+    ChildWorkflowFailed,
     CriticalError,
     HistoryDiverged,
     JoinError,
@@ -14,6 +16,7 @@ from perdure.errors import (
     StepExhausted,
 )
 from perdure.workflows.context import (
+    ChildWorkflow,
     Loop,
     LoopBreak,
     LoopContinue,
@@ -23,6 +26,9 @@ from perdure.workflows.context import (
 )
 
 __all__ = [
+    "ChildWorkflow",
+    "ChildWorkflowCancelled",
+    "ChildWorkflowFailed",
     "CriticalError",
     "HistoryDiverged",
     "JoinError",

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from perdure.workflows.port import ActorClient, ActorIdentity, WorkflowHost
 
 __all__ = [
+    "ChildWorkflow",
     "Loop",
     "LoopBreak",
     "LoopContinue",
@@ -87,6 +88,18 @@ class TryResult:
     ok: bool
     value: Any = None
     failure: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ChildWorkflow:
+    """A child workflow ``ctx.start_child`` started (wait with ``ctx.wait_child``): its
+    actor's ``id``, name and ``key``, the start's ``location``, and ``detached``."""
+
+    id: str
+    actor: str
+    key: tuple[str, ...]
+    location: str
+    detached: bool = False
 
 
 class WorkflowQueue:
@@ -247,6 +260,18 @@ class Primitives(Protocol):
 
     def run_input(self) -> Any: ...
 
+    async def start_child(
+        self,
+        scope: str,
+        name: str,
+        actor: str,
+        key: str | Sequence[str] | None,
+        input: Any,
+        detached: bool,
+    ) -> ChildWorkflow: ...
+
+    async def wait_child(self, scope: str, name: str, child: ChildWorkflow) -> Any: ...
+
 
 class WorkflowContext(_ActorIdentity):
     """``ctx``: the orchestration primitives, bound to one scope of the history."""
@@ -338,7 +363,7 @@ class WorkflowContext(_ActorIdentity):
         name: str,
         run: Callable[[WorkflowContext], Awaitable[Any]],
         *,
-        catch: Sequence[str] = ("step", "join", "race"),
+        catch: Sequence[str] = ("step", "join", "race", "child"),
     ) -> TryResult:
         """Run a block; failures of the kinds in ``catch`` become ``TryResult(ok=False)``."""
         return await self._runner.try_block(self._scope, name, run, tuple(catch))
@@ -431,6 +456,37 @@ class WorkflowContext(_ActorIdentity):
     async def uuid4(self, name: str) -> uuid.UUID:
         """A random UUID (version 4), drawn at the first execution and recorded."""
         return uuid.UUID(await self._runner.deterministic(self._scope, name, "uuid4"))
+
+    @keywords_checked("ctx.start_child()")
+    async def start_child(
+        self,
+        name: str,
+        actor: str,
+        *,
+        key: str | Sequence[str] | None = None,
+        input: Any = None,
+        detached: bool = False,
+    ) -> ChildWorkflow:
+        """Start actor ``actor``'s workflow as a child of this run, exactly once: the
+        actor is got or created by ``key`` (by default one derived from this actor's id
+        and this entry's location) with ``input``, and recorded in history, so a replay
+        never starts it twice. Cancelling this run cancels the child unless
+        ``detached``. docs/workflow-children.md."""
+        return await self._runner.start_child(self._scope, name, actor, key, input, detached)
+
+    @keywords_checked("ctx.wait_child()")
+    async def wait_child(self, name: str, child: ChildWorkflow) -> Any:
+        """Wait until ``child``'s run ends and return its output, recorded in history
+        (the actor may sleep meanwhile). A child that failed raises
+        :class:`~perdure.errors.ChildWorkflowFailed`, one cancelled
+        :class:`~perdure.errors.ChildWorkflowCancelled`, here, catchable."""
+        return await self._runner.wait_child(self._scope, name, child)
+
+    async def child(self, name: str, actor: str, **options: Any) -> Any:
+        """``start_child`` (entry ``name``, its options) then ``wait_child`` (entry
+        ``name-result``): the child's output."""
+        started = await self.start_child(name, actor, **options)
+        return await self.wait_child(f"{name}-result", started)
 
 
 # What ``try_step`` passes on to ``step``.

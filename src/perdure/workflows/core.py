@@ -55,6 +55,8 @@ class RunnerCore:
         self.control = RunControl()
         # The run's deadline (epoch ms; ``workflow(timeout=...)``), once started.
         self.deadline: int | None = None
+        # The children whose end a wait is watching for, by id (workflows/children.py).
+        self.child_signals: dict[str, asyncio.Event] = {}
         # Set once the stored history and status are loaded: until then ``status()``
         # knows only "pending" (a client's ``$workflow`` waits for it).
         self.loaded = asyncio.Event()

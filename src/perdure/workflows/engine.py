@@ -8,7 +8,8 @@ otherwise the primitive runs and records the result through the host's commits (
 
 The primitives are grouped by concept, one module each: steps and retries
 (``steps.py``), loops, sleeps, join, race and try (``flow.py``), queue receives
-(``receive.py``) and versioning (``versions.py``). :class:`WorkflowRunner` combines them.
+(``receive.py``), versioning and recorded values (``versions.py``) and child workflows
+(``children.py``). :class:`WorkflowRunner` combines them.
 """
 
 from __future__ import annotations
@@ -25,20 +26,25 @@ from perdure.errors import (
     WorkflowTimedOut,
 )
 from perdure.schemas import to_plain
+from perdure.workflows.children import ChildPrimitives
 from perdure.workflows.core import META_LOCATION, maybe_await
-from perdure.workflows.determinism import DeterminismPrimitives
 from perdure.workflows.flow import FlowPrimitives
 from perdure.workflows.history import ROOT, Divergence
 from perdure.workflows.receive import ReceivePrimitives
 from perdure.workflows.runner_support import error_info
 from perdure.workflows.steps import StepPrimitives
-from perdure.workflows.versions import VersionPrimitives
+from perdure.workflows.versions import DeterminismPrimitives, VersionPrimitives
 
 __all__ = ["META_LOCATION", "WorkflowRunner"]
 
 
 class WorkflowRunner(
-    StepPrimitives, FlowPrimitives, ReceivePrimitives, VersionPrimitives, DeterminismPrimitives
+    StepPrimitives,
+    FlowPrimitives,
+    ReceivePrimitives,
+    VersionPrimitives,
+    DeterminismPrimitives,
+    ChildPrimitives,
 ):
     """Runs one actor's workflow; lives as long as the actor is awake."""
 
@@ -46,7 +52,10 @@ class WorkflowRunner(
         """Load history and run (or replay) the workflow until it ends or is evicted."""
         await self.load()
         if self.meta.get("status") in ("completed", "cancelled") or _timed_out(self.meta):
-            return  # ended for good (a timed-out run compensated, like a cancelled one)
+            # Ended for good (a timed-out run compensated, like a cancelled one); a crash
+            # may have come before its parent was told.
+            await self._told_parent()
+            return
         self.set_meta(status="running", error=None)
         self.start_clock()
         self.mark_busy()
@@ -63,9 +72,10 @@ class WorkflowRunner(
             output = to_plain(await maybe_await(self.fn(self.context(ROOT))))
             self.check_complete(ROOT)
             self.set_meta(status="completed", output=output)
-            self.host.set_alarm(None)
+            self.host.set_alarm(self.end_alarm())
             await self.commit()
             self.host.workflow_ended(self.status())
+            await self._told_parent()
         except Evicted:
             return
         except ActorAborted:
@@ -73,9 +83,13 @@ class WorkflowRunner(
                 return
             raise
         except WorkflowTimedOut as exc:
+            await self.cancel_children(exc.message)  # like a cancel (children.py)
             await self._fail(exc, rollback=True, held=exc)
         except WorkflowCancelled as exc:
-            await self._end_cancelled(exc)
+            if self.control.delivered:  # the run's own (a child's, in a cleanup, too)
+                await self._end_cancelled(WorkflowCancelled(self.control.reason))
+            else:  # a child's cancel the run did not catch: not this run's own
+                await self._fail(exc, rollback=True)
         except Divergence as exc:
             await self._fail(HistoryDiverged(exc.location, str(exc)), rollback=False)
         except WorkflowFailure as exc:
@@ -97,27 +111,30 @@ class WorkflowRunner(
             except Exception as exc:
                 info = {**info, "rollbackError": error_info(exc)}
         self.set_meta(status="failed", error=info)
-        self.host.set_alarm(None)
+        self.host.set_alarm(self.end_alarm())
         await self.commit()
         if held is not None:
             await self._abandon_held(held)
         self.host.workflow_ended(self.status())
         await self.report_error({"workflow": {"workflowId": self.host.actor_id, "error": info}})
+        await self._told_parent()
 
     async def _end_cancelled(self, cancelled: WorkflowCancelled) -> None:
         """The cancel left the workflow: compensate, end ``cancelled``, answer the senders
         waiting on messages the run had taken and not completed."""
         info = error_info(cancelled)
         self.host.log.info("workflow cancelled: %s", info["message"])
+        await self.cancel_children(cancelled.reason)  # before the end: a crash sends again
         try:
             await self.rollbacks.run(self)
         except Exception as exc:
             info = {**info, "rollbackError": error_info(exc)}
         self.set_meta(status="cancelled", error=info, paused=False)
-        self.host.set_alarm(None)
+        self.host.set_alarm(self.end_alarm())
         await self.commit()
         await self._abandon_held(WorkflowCancelled(cancelled.reason))
         self.host.workflow_ended(self.status())
+        await self._told_parent()
 
     async def _abandon_held(self, error: BaseException) -> None:
         """Answer ``error`` to the senders waiting on messages the run had taken and not
@@ -126,6 +143,15 @@ class WorkflowRunner(
         if queue is not None:
             for message_id in self.held_messages():
                 await queue.abandon(message_id, error)
+
+    async def _told_parent(self) -> None:
+        """Tell a parent this run ended (children.py); going to sleep meanwhile is fine:
+        the alarm wakes the actor to tell it then."""
+        try:
+            await self.tell_parent()
+        except (Evicted, ActorAborted):
+            if not self.host.abort.aborted:
+                raise
 
 
 def _timed_out(meta: dict[str, Any]) -> bool:

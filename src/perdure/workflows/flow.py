@@ -7,6 +7,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from perdure.errors import (
+    ChildWorkflowCancelled,
+    ChildWorkflowFailed,
     JoinError,
     PerdureError,
     RaceError,
@@ -28,8 +30,23 @@ from perdure.workflows.runner_support import error_info
 __all__ = ["FlowPrimitives"]
 
 # Not a branch's failure: these leave a join or a race as they are (a diverged history,
-# the run's cancellation).
+# the run's cancellation; a child's cancel is a failure like a step's).
 _PASS_THROUGH = (Divergence, WorkflowCancelled)
+# The source ``ctx.try_`` names for each failure of a primitive (``catch``).
+_SOURCES: dict[type[BaseException], str] = {
+    StepExhausted: "step",
+    JoinError: "join",
+    RaceError: "race",
+    ChildWorkflowFailed: "child",
+    ChildWorkflowCancelled: "child",
+}
+
+
+def _passes(exc: BaseException) -> bool:
+    """``exc`` leaves a join or race as it is (not a branch's failure)."""
+    if not isinstance(exc, Exception):
+        return True
+    return isinstance(exc, _PASS_THROUGH) and not isinstance(exc, WorkflowFailure)
 
 
 class FlowPrimitives(RunnerCore):
@@ -109,9 +126,7 @@ class FlowPrimitives(RunnerCore):
             self.check_complete(location)
             result = TryResult(True, value)
         except WorkflowFailure as exc:
-            source = {StepExhausted: "step", JoinError: "join", RaceError: "race"}.get(
-                type(exc), "block"
-            )
+            source = _SOURCES.get(type(exc), "block")
             if source not in catch:
                 raise
             result = TryResult(
@@ -144,7 +159,7 @@ class FlowPrimitives(RunnerCore):
         errors: dict[str, BaseException] = {}
         for branch, result in zip(branches, results, strict=True):
             if isinstance(result, BaseException):
-                if not isinstance(result, Exception) or isinstance(result, _PASS_THROUGH):
+                if _passes(result):
                     raise result
                 errors[branch] = result
             else:
@@ -211,7 +226,7 @@ class FlowPrimitives(RunnerCore):
                     if exc is None and winner is None:
                         winner = (tasks[task], task.result())
                     elif exc is not None:
-                        if not isinstance(exc, Exception) or isinstance(exc, _PASS_THROUGH):
+                        if _passes(exc):
                             raise exc
                         errors[tasks[task]] = exc
         finally:

@@ -51,6 +51,8 @@ ENTRY_KINDS = frozenset(
         "now",
         "random",
         "uuid4",
+        "child",
+        "child_result",
     }
 )
 

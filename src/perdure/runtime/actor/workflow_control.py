@@ -1,7 +1,9 @@
 """The built-in actions of a workflow actor: its status and its controls.
 
 ``$workflow`` (the status), ``$workflow_cancel`` (``[reason]``), ``$workflow_pause``,
-``$workflow_resume`` and ``$workflow_result`` (``[timeout seconds]``) are actions of
+``$workflow_resume`` and ``$workflow_result`` (``[timeout seconds]``), and between a
+parent and its children ``$workflow_parent`` (``[parent]``) and
+``$workflow_child_ended`` (``[child id]``) (docs/workflow-children.md), are actions of
 every workflow actor that does not define an action of that name itself
 (:data:`~perdure.definition.WORKFLOW_ACTIONS`). Being actions, they reach the actor by
 every way an action does (HTTP, a WebSocket, the in-process client, another node), with
@@ -24,6 +26,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from perdure.errors import InvalidRequest
 from perdure.handles import (
     WORKFLOW_CANCEL_ACTION,
+    WORKFLOW_CHILD_ENDED_ACTION,
+    WORKFLOW_PARENT_ACTION,
     WORKFLOW_PAUSE_ACTION,
     WORKFLOW_RESULT_ACTION,
     WORKFLOW_RESUME_ACTION,
@@ -77,6 +81,11 @@ async def workflow_action(instance: WorkflowActor, name: str, args: list[Any]) -
     runner = await _runner(instance)
     if name == WORKFLOW_CANCEL_ACTION:
         return await runner.request_cancel(_reason(args))
+    if name == WORKFLOW_PARENT_ACTION:
+        return await runner.adopt(_parent(args))
+    if name == WORKFLOW_CHILD_ENDED_ACTION:
+        await runner.child_ended(_child_id(args))
+        return None
     _no_arguments(name, args)
     if name == WORKFLOW_PAUSE_ACTION:
         return await runner.request_pause(True)
@@ -131,6 +140,27 @@ def _reason(args: list[Any]) -> str | None:
     if len(args) > 1 or not isinstance(args[0], str):
         raise InvalidRequest(f"`{WORKFLOW_CANCEL_ACTION}` takes one argument: a reason (text).")
     return args[0][:MAX_REASON]
+
+
+def _parent(args: list[Any]) -> dict[str, Any]:
+    parent = args[0] if len(args) == 1 else None
+    if (
+        not isinstance(parent, dict)
+        or not all(isinstance(parent.get(field), str) for field in ("id", "name", "at"))
+        or not isinstance(parent.get("key"), list)
+        or not isinstance(parent.get("detached"), bool)
+    ):
+        raise InvalidRequest(
+            f"`{WORKFLOW_PARENT_ACTION}` takes one argument: "
+            "{id, name, key, at, detached} of the parent workflow."
+        )
+    return {field: parent[field] for field in ("id", "name", "key", "at", "detached")}
+
+
+def _child_id(args: list[Any]) -> str:
+    if len(args) != 1 or not isinstance(args[0], str):
+        raise InvalidRequest(f"`{WORKFLOW_CHILD_ENDED_ACTION}` takes one argument: a child's id.")
+    return args[0]
 
 
 def _no_arguments(name: str, args: list[Any]) -> None:
