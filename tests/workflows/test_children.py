@@ -20,6 +20,7 @@ from perdure.errors import (
     WorkflowFailed,
 )
 from perdure.registry import Registry
+from perdure.runtime.admin.inspector import ActorInspector
 from perdure.store.encoding import decode_value
 from perdure.workflows import CriticalError
 
@@ -315,3 +316,40 @@ async def test_try_catches_a_child_failure_as_child(rig: Rig) -> None:
     await rig.wake("parent")
     await _go(rig, await _child_id(rig))
     assert await rig.handle("parent").workflow_result(timeout=10) == [False, "child"]
+
+
+async def test_the_inspector_shows_parent_and_children_linked(rig: Rig) -> None:
+    payment = Payment()
+
+    async def parent(ctx: WorkflowContext) -> Any:
+        child = await ctx.start_child("charge", "payment", key="c")
+        await ctx.start_child("audit", "payment", key="x", detached=True)
+        return await ctx.wait_child("charged", child)
+
+    await rig.start(_registry(parent, payment))
+    parent_id = await rig.wake("parent")
+    await eventually(lambda: _recorded(rig, parent_id, "audit"))
+    assert rig.runtime is not None
+    child_id = await rig.runtime.client().actor("payment").get("c").resolve()
+    await _go(rig, child_id)
+    await rig.handle("parent").workflow_result(timeout=10)
+    inspector = ActorInspector(rig.runtime)
+    view = (await inspector.details(parent_id))["workflow"]
+    assert view["parent"] is None
+    children = {child["location"]: child for child in view["children"]}
+    assert children["charge"]["actor_id"] == child_id
+    assert children["charge"]["status"] == "completed"
+    assert children["charge"]["key"] == ["c"]
+    assert children["audit"]["detached"] is True
+    assert children["audit"]["status"] == "running"
+    waited = next(entry for entry in view["history"] if entry["location"] == "charged")
+    assert waited["kind"] == "child_result"
+    assert waited["child_id"] == child_id
+    child_view = (await inspector.details(child_id))["workflow"]
+    assert child_view["parent"] == {
+        "actor_id": parent_id,
+        "name": "parent",
+        "key": ["k"],
+        "location": "charge",
+        "detached": False,
+    }

@@ -92,4 +92,13 @@ pipeline = workflow(
     run=_run,
 )
 
-registry = setup(use={"notes": notes, "pipeline": pipeline})
+
+async def _family(ctx: WorkflowContext) -> Any:
+    # A parent whose child is a pipeline keyed like it: it waits for the child's end.
+    child = await ctx.start_child("pipeline", "pipeline", key=[*ctx.key, "child"])
+    return await ctx.wait_child("pipeline-done", child)
+
+
+family = workflow(run=_family)
+
+registry = setup(use={"notes": notes, "pipeline": pipeline, "family": family})

@@ -239,6 +239,23 @@ def test_fork_from_a_step_keeps_the_old_run(
     assert _same_page(browser)
 
 
+def test_parent_and_child_workflows_link_to_each_other(
+    browser: WebDriver, server: ServerProcess, api: Api, tag: str
+) -> None:
+    parent_id = api.create("family", tag)
+    _open_actor(browser, server, parent_id)
+    wait_until(browser, lambda d: "pipeline" in text_of(d, "wf-children"), "the child listed")
+    assert "running" in text_of(browser, "wf-children")
+    browser.find_element(By.CSS_SELECTOR, "#wf-children a").click()
+    wait_until(browser, lambda d: text_of(d, "feed-state") == "live", "the child's page")
+    wait_until(browser, lambda d: by_id(d, "wf-parent").is_displayed(), "the parent link")
+    assert "family" in text_of(browser, "wf-parent")
+    assert "at pipeline" in text_of(browser, "wf-parent")
+    by_id(browser, "wf-parent-link").click()
+    wait_until(browser, lambda d: text_of(d, "feed-state") == "live", "the parent's page")
+    assert browser.current_url.endswith(f"/ui/actors/{parent_id}")
+
+
 def test_actions_and_their_errors(
     browser: WebDriver, server: ServerProcess, api: Api, tag: str
 ) -> None:

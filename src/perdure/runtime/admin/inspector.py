@@ -168,7 +168,11 @@ class ActorInspector:
             "schedules": await self._schedules(actor_id),
             "workflow": None
             if definition is None or definition.kind != "workflow"
-            else {**_workflow(meta, entries), "runs": _archived_runs(history)},
+            else {
+                **_workflow(meta, entries),
+                **_family(meta, entries),
+                "runs": _archived_runs(history),
+            },
         }
 
     async def dead_letters(self, actor_id: str, queue: str | None) -> list[dict[str, Any]]:
@@ -293,6 +297,41 @@ def _workflow(meta: dict[str, Any] | None, entries: dict[str, Entry]) -> dict[st
     }
 
 
+def _family(meta: dict[str, Any] | None, entries: dict[str, Entry]) -> dict[str, Any]:
+    """The current run's parent and children (docs/workflow-children.md)."""
+    ordered = sorted(entries.items(), key=lambda item: item[1].seq)
+    return {
+        "parent": _parent((meta or {}).get("parent")),
+        "children": [_child(loc, entry) for loc, entry in ordered if entry.kind == "child"],
+    }
+
+
+def _parent(parent: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The workflow that started this one as its child (docs/workflow-children.md)."""
+    if parent is None:
+        return None
+    return {
+        "actor_id": parent.get("id"),
+        "name": parent.get("name"),
+        "key": parent.get("key"),
+        "location": parent.get("at"),
+        "detached": bool(parent.get("detached")),
+    }
+
+
+def _child(location: str, entry: Entry) -> dict[str, Any]:
+    """A child this workflow started: its actor and, once a wait saw it, how it ended."""
+    data = entry.data
+    return {
+        "actor_id": data.get("id"),
+        "name": data.get("n"),
+        "key": data.get("k"),
+        "location": location,
+        "detached": bool(data.get("d")),
+        "status": data.get("end") or ("running" if "id" in data else "starting"),
+    }
+
+
 def _archived_runs(history: dict[str, bytes]) -> list[dict[str, Any]]:
     """The runs a fork archived, newest first, each shown as the current one is."""
     runs = decode_runs(history)
@@ -331,6 +370,8 @@ def entry_view(location: str, entry: Entry) -> dict[str, Any]:
             }
             for message in data.get("m", [])
         ]
+    if entry.kind in ("child", "child_result") and "id" in data:
+        view["child_id"] = data["id"]
     if data.get("rb"):
         view["rolled_back"] = True
     return view

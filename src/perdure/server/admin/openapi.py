@@ -137,8 +137,21 @@ _SCHEMAS: dict[str, Any] = {
             "output": _ANY,
             "retry_at": _MS_OR_NULL,
             "deadline": _MS_OR_NULL,
+            "child_id": {
+                "type": "string",
+                "description": "The child workflow's actor (`child`, `child_result`).",
+            },
         },
         required=False,
+    ),
+    "ChildLink": _object(
+        {
+            "actor_id": {"type": "string"},
+            "name": {"type": "string", "description": "The actor's name."},
+            "key": {"type": "array", "items": {"type": "string"}},
+            "location": {"type": "string", "description": "The start's entry in the parent."},
+            "detached": {"type": "boolean", "description": "Not cancelled with its parent."},
+        }
     ),
     "WorkflowStatus": _object(
         {
@@ -180,7 +193,22 @@ _SCHEMAS: dict[str, Any] = {
                         "type": "array",
                         "items": _ref("Run"),
                         "description": "The runs forks archived, newest first.",
-                    }
+                    },
+                    "parent": {
+                        "oneOf": [_ref("ChildLink"), {"type": "null"}],
+                        "description": "The workflow that started this one as its child.",
+                    },
+                    "children": {
+                        "type": "array",
+                        "description": "The children this workflow started (status: "
+                        "`starting`, `running`, or how a wait saw it end).",
+                        "items": {
+                            "allOf": [
+                                _ref("ChildLink"),
+                                _object({"status": {"type": "string"}}),
+                            ]
+                        },
+                    },
                 }
             ),
         ]

@@ -79,10 +79,40 @@ function renderWorkflowStatus(workflow) {
   }
 }
 
+/** The page of another actor (a parent or a child workflow). */
+function actorLink(link) {
+  return el("a", { href: `/ui/actors/${encodeURIComponent(link.actor_id)}` }, `${link.name} ${keyText(link.key)}`);
+}
+
+function renderFamily(workflow) {
+  const parent = workflow.parent;
+  $("wf-parent").hidden = !parent;
+  if (parent) {
+    $("wf-parent-link").replaceWith(Object.assign(actorLink(parent), { id: "wf-parent-link" }));
+    $("wf-parent-at").textContent = `at ${parent.location}${parent.detached ? " (detached)" : ""}`;
+  }
+  const children = (workflow.children || []).filter((child) => child.actor_id);
+  $("wf-children-box").hidden = !children.length;
+  $("wf-children-count").textContent = `(${children.length})`;
+  $("wf-children").replaceChildren(
+    ...children.map((child) =>
+      el(
+        "li",
+        {},
+        actorLink(child),
+        " ",
+        el("span", { class: `badge status-${child.status}` }, child.status),
+        el("span", { class: "muted" }, ` at ${child.location}${child.detached ? " · detached" : ""}`),
+      ),
+    ),
+  );
+}
+
 function renderWorkflow(workflow) {
   $("workflow").hidden = !workflow;
   if (!workflow) return;
   renderWorkflowStatus(workflow);
+  if ("children" in workflow) renderFamily(workflow);
   history.reconcile(workflow.history);
 }
 

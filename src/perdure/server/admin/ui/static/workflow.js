@@ -38,6 +38,9 @@ function detailCell(entry) {
   for (const message of entry.messages || []) {
     facts.push(el("code", { title: JSON.stringify(message.body) }, `${message.name} #${message.id} ${brief(message.body, 48)}`));
   }
+  if (entry.child_id) {
+    facts.push(el("a", { href: `/ui/actors/${encodeURIComponent(entry.child_id)}`, title: "The child workflow" }, `child ${entry.child_id}`));
+  }
   if (entry.output !== null && entry.output !== undefined) {
     facts.push(el("code", { title: JSON.stringify(entry.output) }, `→ ${brief(entry.output, 48)}`));
   }
