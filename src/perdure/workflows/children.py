@@ -118,6 +118,9 @@ class ChildPrimitives(RunnerCore):
         data = {"n": actor, "k": list(parts), "d": detached}
         if entry is None:
             entry = self.history.record(location, Entry("child", "pending", data=data))
+        # Durable before the child exists: this run (its alarm "now") resumes after a
+        # crash even if nothing of it had committed yet, and starts the same child.
+        await self.commit()
         handle = self.host.client().actor(actor).get_or_create(list(parts), input=input)
         child_id = await self.reach(f"starting child {actor}", handle.resolve)
         if child_id == self.host.actor_id:
@@ -167,6 +170,7 @@ class ChildPrimitives(RunnerCore):
         self.history.touch(location)
         started = self.history.get(child.location)
         if started is not None and started.kind == "child":
+            started.status = status["status"]
             started.data["end"] = status["status"]  # the cascade skips it
             self.history.touch(child.location)
         await self.commit()
