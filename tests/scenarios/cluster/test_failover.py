@@ -299,6 +299,9 @@ async def wait_for_log(node: ServerProcess, text: str, timeout: float) -> None:
 # -- idempotency keys (docs/idempotency.md): retried after the owner's kill -9 ------------
 
 RETRIES = 3
+# The keyed failover check sends this many (the suite's bounded run: 800; the issue's
+# 2,000, reported in bench/README.md: PERDURE_KEYED_JOBS=2000).
+KEYED_JOBS = int(os.environ.get("PERDURE_KEYED_JOBS", "800"))
 
 
 async def test_a_keyed_send_retried_after_the_owners_kill_is_applied_once(
@@ -334,12 +337,13 @@ async def test_a_keyed_send_retried_after_the_owners_kill_is_applied_once(
 async def test_keyed_retries_leave_no_unknown_outcome_when_each_node_is_killed(
     tmp_path: Path, start_cluster: StartCluster
 ) -> None:
-    """The failover check with the client's automatic retry: 2,000 sends through HAProxy
-    while each node is killed once and restarted; every send is answered (no unknown
-    outcome) and applied exactly once, with nothing re-sent afterwards."""
+    """The failover check with the client's automatic retry: KEYED_JOBS sends through
+    HAProxy while each node is killed once and restarted; every send is answered (no
+    unknown outcome) and applied exactly once, with nothing re-sent afterwards."""
     nodes = await asyncio.to_thread(start_cluster)
     seed = int(os.environ.get("PERDURE_CRASH_SEED") or random.randrange(1 << 30))
-    kill_points = sorted(random.Random(seed).sample(range(200, JOBS - 200), 3))
+    margin = KEYED_JOBS // 10
+    kill_points = sorted(random.Random(seed).sample(range(margin, KEYED_JOBS - margin), 3))
     failures: list[BaseException] = []
     with Balancer.in_front_of(nodes, base_dir=tmp_path) as balancer:
         try:
@@ -347,7 +351,7 @@ async def test_keyed_retries_leave_no_unknown_outcome_when_each_node_is_killed(
                 await direct.progressActor.get_or_create(["keyed-failover"]).getState()
             async with create_client(balancer.url, retries=RETRIES) as client:
                 handle = client.progressActor.get_or_create(["keyed-failover"])
-                jobs = list(range(JOBS))
+                jobs = list(range(KEYED_JOBS))
                 sent = 0
                 kills = list(enumerate(kill_points))
                 killing = asyncio.Lock()
@@ -383,5 +387,8 @@ async def test_keyed_retries_leave_no_unknown_outcome_when_each_node_is_killed(
     context = f"seed={seed} kills={kill_points}"
     assert failures == [], f"{len(failures)} unknown outcomes ({context}): {failures[:3]}"
     assert [node.starts for node in nodes] == [2, 2, 2]
-    assert digits(state["sum"]) == [1] * JOBS, f"jobs applied other than once ({context})"
-    assert state["progress"] == {"stage": "completed", "completed": JOBS, "total": JOBS}
+    counts = digits(state["sum"])
+    assert counts[:KEYED_JOBS] == [1] * KEYED_JOBS, f"jobs applied other than once ({context})"
+    assert set(counts[KEYED_JOBS:]) <= {0}
+    done = {"stage": "completed", "completed": KEYED_JOBS, "total": KEYED_JOBS}
+    assert state["progress"] == done

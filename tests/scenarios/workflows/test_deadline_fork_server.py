@@ -39,6 +39,8 @@ async def test_a_deadline_survives_kill_9_and_wakes_the_actor_by_its_alarm(
         limited = client.limited.get_or_create("o-1")
         actor_id = await limited.resolve()
         await eventually(lambda: _logged(limited, "reserve"), timeout=WAIT)
+    # The sleep is recorded (its commit carries the deadline's alarm) before the kill.
+    await eventually(lambda: _sleeping(server, actor_id), timeout=WAIT)
     before = _workflow(server, actor_id)
     assert before["deadline_at"] == before["started_at"] + int(DEADLINE_S * 1000)
     server.kill()
@@ -59,6 +61,10 @@ async def test_a_deadline_survives_kill_9_and_wakes_the_actor_by_its_alarm(
         with pytest.raises(WorkflowFailed) as failed:
             await limited.workflow_result(timeout=WAIT)
         assert failed.value.error["code"] == "timed_out"
+
+
+def _sleeping(server: ServerProcess, actor_id: str) -> bool:
+    return any(entry["location"] == "wait" for entry in _workflow(server, actor_id)["history"])
 
 
 def test_the_cli_and_the_admin_api_fork_a_run_with_a_new_input(server: ServerProcess) -> None:
