@@ -25,7 +25,10 @@ import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+# The repository (for tests.support) and bench/ (for rawhttp) on the path, in this
+# process and in the server it starts, which imports this module for its registry.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from rawhttp import RawConnection
 from tests.support.server import ServerProcess
