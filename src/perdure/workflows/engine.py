@@ -56,9 +56,15 @@ class WorkflowRunner(
             # may have come before its parent was told.
             await self._told_parent()
             return
+        starting = self.meta.get("status") != "running"
         self.set_meta(status="running", error=None)
         self.start_clock()
         self.mark_busy()
+        if starting:
+            # A run that starts submits its busy alarm now, without waiting for it: a
+            # kill -9 inside its first step then finds the alarm, which resumes the run
+            # after the restart, rather than nothing until its actor is called.
+            asyncio.ensure_future(self.host.flush()).add_done_callback(_retrieved)
         deadline = asyncio.ensure_future(self.watch_deadline())
         try:
             await self._execute()
@@ -158,3 +164,9 @@ def _timed_out(meta: dict[str, Any]) -> bool:
     """The run ended ``failed`` at its deadline."""
     error = meta.get("error") or {}
     return meta.get("status") == "failed" and error.get("code") == WorkflowTimedOut.default_code
+
+
+def _retrieved(flushed: asyncio.Future[None]) -> None:
+    """A start's flush nobody awaits: its failure, if any, reaches the next commit."""
+    if not flushed.cancelled():
+        flushed.exception()

@@ -3,12 +3,14 @@ tests.scenarios.workflows.control_app:registry``).
 
 ``saga`` reserves and charges (each with a compensation that writes to the state's log),
 then runs a slow step and ships; ``paced`` counts ten steps a fifth of a second apart;
-``timed`` sleeps its input's seconds and returns its input's value.
+``timed`` sleeps its input's seconds and returns its input's value; ``eager``'s first
+step marks a file (``PERDURE_MARKS``) and pauses a second.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 from typing import Any
 
 from perdure import StepContext, WorkflowContext, setup, workflow
@@ -58,12 +60,30 @@ async def _timed(ctx: WorkflowContext) -> Any:
     return plan["value"]
 
 
+def _append_mark(path: str) -> None:
+    with open(path, "a") as marks:
+        marks.write("mark\n")
+
+
+async def _mark(step: StepContext) -> str:
+    # A side effect outside the store (a file named by PERDURE_MARKS), then a pause: a
+    # kill -9 in the pause leaves the step unrecorded, its mark written.
+    await asyncio.to_thread(_append_mark, os.environ["PERDURE_MARKS"])
+    await asyncio.sleep(1.0)
+    return "marked"
+
+
+async def _eager(ctx: WorkflowContext) -> str:
+    return str(await ctx.step("mark", _mark, timeout=10))
+
+
 registry = setup(
     use={
         "saga": workflow(state={"log": []}, run=_saga, actions={"log": lambda c: c.state["log"]}),
         "paced": workflow(
             state={"count": 0}, run=_paced, actions={"count": lambda c: c.state["count"]}
         ),
+        "eager": workflow(run=_eager),
         "timed": workflow(
             create_state=lambda c, plan: {"plan": plan},
             run=_timed,

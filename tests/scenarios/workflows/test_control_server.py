@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -161,3 +162,32 @@ async def _ended(server: ServerProcess, key: str, status: str) -> None:
             return (await handle.workflow_status())["status"] == status
 
         await eventually(ended, timeout=WAIT)
+
+
+async def test_a_run_killed_in_its_first_step_resumes_without_a_call(tmp_path: Path) -> None:
+    """A starting run submits its busy alarm at once: a kill -9 inside its first step
+    leaves the alarm, which wakes the actor after the restart with nobody calling it."""
+    marks = tmp_path / "marks.txt"
+    process = ServerProcess(
+        REGISTRY,
+        tmp_path / "data",
+        env={"PERDURE_MARKS": str(marks)},
+        extra_args=["--log-level", "warning"],
+    )
+    process.start()
+    try:
+        async with AsyncClient(process.url) as client:
+            actor_id = await client.eager.get_or_create("e").resolve()
+        await eventually(lambda: marks.exists() and marks.read_text() == "mark\n", timeout=WAIT)
+        process.kill()  # inside the step's pause: nothing of the step is recorded
+        process.start()
+        # Nobody calls the actor: the admin API reads the store and wakes nothing.
+        await eventually(lambda: _admin_status(process, actor_id) == "completed", timeout=WAIT)
+        assert marks.read_text() == "mark\nmark\n"  # the step ran again, once
+    finally:
+        process.kill()
+
+
+def _admin_status(server: ServerProcess, actor_id: str) -> str:
+    answer = httpx.get(f"{server.url}/admin/actors/{actor_id}", timeout=WAIT)
+    return str(answer.json()["workflow"]["status"])
