@@ -49,9 +49,6 @@ from perdure.handles import (
     WorkflowStatus,
 )
 
-# The built-in action that answers a workflow actor's status (over every transport).
-WORKFLOW_ACTION = WORKFLOW_STATUS_ACTION
-
 __all__ = [
     "AccessorBase",
     "ActionAttributes",
@@ -272,7 +269,9 @@ class HandleBase(IdempotencyKeyed, Generic[ClientT]):
     def _status_call(self) -> HttpCall[WorkflowStatus]:
         """The built-in ``$workflow`` action (a workflow actor's status; a read)."""
         config = self._client.config
-        call = action_call(config, self._target, WORKFLOW_ACTION, (), self._params, read=True)
+        call = action_call(
+            config, self._target, WORKFLOW_STATUS_ACTION, (), self._params, read=True
+        )
         return cast("HttpCall[WorkflowStatus]", call)
 
     def _workflow_call(

@@ -28,13 +28,11 @@ from collections.abc import Awaitable
 from typing import Any, TypeVar
 
 from perdure.errors import WorkflowCancelled, WorkflowTimedOut
+from perdure.handles import FINISHED
 
 __all__ = ["FINISHED", "RunControl", "shown_status"]
 
 T = TypeVar("T")
-
-FINISHED = frozenset({"completed", "failed", "cancelled"})
-"""Statuses of a run that has ended (no cancel or pause applies to them)."""
 
 
 def shown_status(meta: dict[str, Any]) -> str:

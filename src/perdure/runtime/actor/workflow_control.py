@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from perdure.errors import InvalidRequest
 from perdure.handles import (
+    LONGEST_WAIT,
     WORKFLOW_CANCEL_ACTION,
     WORKFLOW_CHILD_ENDED_ACTION,
     WORKFLOW_PARENT_ACTION,
@@ -64,8 +65,9 @@ class WorkflowActor(Protocol):
 
 __all__ = ["MAX_REASON", "MAX_RESULT_WAIT", "WorkflowActor", "workflow_action"]
 
-MAX_RESULT_WAIT = 300.0
-"""The longest one ``$workflow_result`` call waits (seconds); clients ask again."""
+MAX_RESULT_WAIT = LONGEST_WAIT
+"""The longest one ``$workflow_result`` call waits (seconds); clients ask again (the
+bound they know as :data:`perdure.handles.LONGEST_WAIT`)."""
 
 MAX_REASON = 1024
 """The longest cancel reason kept (characters)."""

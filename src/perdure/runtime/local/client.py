@@ -54,8 +54,6 @@ if TYPE_CHECKING:
 __all__ = ["ActionRef", "LocalAccessor", "LocalClient", "LocalConnection", "LocalHandle"]
 
 KeyArg = str | Sequence[str] | None
-# The built-in action that answers a workflow actor's status (as over the network).
-WORKFLOW_ACTION = WORKFLOW_STATUS_ACTION
 
 
 class LocalClient:
@@ -239,7 +237,7 @@ class LocalHandle(IdempotencyKeyed):
 
     async def workflow_status(self) -> WorkflowStatus:
         """The actor's workflow status ``{status, error, output}`` (``$workflow``)."""
-        status: WorkflowStatus = await self.action(WORKFLOW_ACTION)
+        status: WorkflowStatus = await self.action(WORKFLOW_STATUS_ACTION)
         return status
 
     async def workflow_result(self, timeout: Duration | None = None) -> Any:
