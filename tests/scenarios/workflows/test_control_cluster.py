@@ -5,8 +5,6 @@ of its actor, and a result wait is answered through another node."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,16 +18,6 @@ pytestmark = [pytest.mark.postgres, pytest.mark.timeout(180)]
 
 REGISTRY = "tests.scenarios.workflows.control_app:registry"
 WAIT = 30.0
-
-
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[Cluster]:
-    nodes = Cluster(REGISTRY, 3, base_dir=tmp_path, lease_ttl=2.0)
-    nodes.start()
-    try:
-        yield nodes
-    finally:
-        nodes.stop()
 
 
 async def test_a_cancel_through_another_node_compensates_once(cluster: Cluster) -> None:
