@@ -13,6 +13,9 @@ commit, so a child whose run started twice would show two.
   before the parent has recorded it): the parent resumes on a survivor by its alarm and
   creates each child once; then the node the children work on is killed, and they finish
   elsewhere, each started once.
+- A cancelled parent's cascade reaches a child that has ended on another node, which
+  answers ``workflow.not_running`` as a forwarded error: ignored, the parent ends
+  cancelled (it once never ended).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import httpx
 import pytest
 
 from perdure.client import AsyncClient
+from perdure.errors import WorkflowCancelled
 from tests.scenarios.workflows.children_app import FANOUT, LOG_ENV
 from tests.support.cluster import Cluster
 from tests.support.wait import eventually
@@ -120,6 +124,32 @@ async def test_a_parent_killed_as_it_starts_a_child_then_its_childrens_node(
             assert _worked(log, child).count(work_pid) == 1  # cut by the kill, run again
             cut += 1
     assert cut >= 1, "no child's work was cut by the kill of its node"
+
+
+async def test_cancelling_a_parent_skips_a_child_that_ended_on_another_node(
+    cluster: Cluster,
+) -> None:
+    """The cascade's cancel of a child that has ended is answered ``workflow.not_running``
+    by the child's node (a forwarded error): ignored, as on one node."""
+    first, second, _ = cluster.urls
+    async with AsyncClient(first) as on_first, AsyncClient(second) as on_second:
+        parent = on_first.fanout.get_or_create("c")  # waits for task-0 first
+        parent_id = await parent.resolve()
+        children = await _started_children(second, parent_id)
+        ended = on_second.task.get_for_id(children[-1])
+        async with ended.connect() as held:  # keeps it awake on node 1 once it has ended
+            await held.wait_open(timeout=WAIT)
+            await ended.send("go", {})
+            assert await ended.workflow_result(timeout=WAIT) == OUTPUTS[-1]
+            await parent.cancel_workflow("no longer needed")
+            with pytest.raises(WorkflowCancelled) as cancelled:
+                await parent.workflow_result(timeout=WAIT)
+            assert cancelled.value.reason == "no longer needed"
+            assert (await _details(first, children[-1]))["actor"]["awake"]
+        for child in children[:-1]:
+            with pytest.raises(WorkflowCancelled):
+                await on_first.task.get_for_id(child).workflow_result(timeout=WAIT)
+        assert await ended.workflow_result(timeout=WAIT) == OUTPUTS[-1]
 
 
 async def _details(url: str, actor_id: str) -> dict[str, Any]:
