@@ -23,10 +23,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from perdure.client import ActorError, AsyncActorHandle, AsyncClient, TransportError, create_client
+from tests.support.admin_api import actor_details
 from tests.support.cluster import Balancer, Cluster, ClusterNode
 from tests.support.lost_answers import LoseAnswerAfter
 from tests.support.postgres import control_local_postgres, require_local_postgres, wait_postgres
@@ -436,13 +436,17 @@ async def test_a_delayed_send_is_taken_once_when_due_after_the_owners_kill(
             due = {key: await _due_at(watcher.url, actor_id) for key, actor_id in ids.items()}
             assert answered_at < due["retried"], "the retry was answered after the message's due"
 
-            async with asyncio.timeout(DELAY + 30):
-                while not all([await _got(watcher.url, actor_id) for actor_id in ids.values()]):
-                    await asyncio.sleep(0.1)
+            try:
+                async with asyncio.timeout(DELAY + 30):
+                    while not all([await _got(watcher.url, a) for a in ids.values()]):
+                        await asyncio.sleep(0.1)
+            except TimeoutError:
+                seen = {key: await actor_details(watcher.url, a) for key, a in ids.items()}
+                raise AssertionError(f"not taken in time (logs in {tmp_path}): {seen}") from None
             await asyncio.sleep(1.0)  # a second delivery would show by now
             await asyncio.to_thread(owner.restart)
             got = {key: await _got(watcher.url, actor_id) for key, actor_id in ids.items()}
-            queues = [(await _details(watcher.url, actor_id))["queue"] for actor_id in ids.values()]
+            queues = [(await actor_details(watcher.url, a))["queue"] for a in ids.values()]
         finally:
             for node in nodes:
                 node.kill()
@@ -457,21 +461,12 @@ async def test_a_delayed_send_is_taken_once_when_due_after_the_owners_kill(
     assert queues == [[], []]
 
 
-async def _details(url: str, actor_id: str) -> dict[str, Any]:
-    """What the admin API shows of the actor (read from the store: it does not wake it)."""
-    async with httpx.AsyncClient(base_url=url, timeout=10) as admin:
-        answer = await admin.get(f"/admin/actors/{actor_id}")
-    answer.raise_for_status()
-    details: dict[str, Any] = answer.json()
-    return details
-
-
 async def _due_at(url: str, actor_id: str) -> int:
-    (message,) = (await _details(url, actor_id))["queue"]
+    (message,) = (await actor_details(url, actor_id))["queue"]
     due_at: int = message["due_at"]
     return due_at
 
 
 async def _got(url: str, actor_id: str) -> list[dict[str, Any]]:
-    got: list[dict[str, Any]] = (await _details(url, actor_id))["state"]["got"]
+    got: list[dict[str, Any]] = (await actor_details(url, actor_id))["state"]["got"]
     return got

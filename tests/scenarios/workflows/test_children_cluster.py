@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -30,6 +29,7 @@ import pytest
 from perdure.client import AsyncClient
 from perdure.errors import WorkflowCancelled
 from tests.scenarios.workflows.children_app import FANOUT, LOG_ENV
+from tests.support.admin_api import actor_details, actors_named
 from tests.support.cluster import Cluster
 from tests.support.wait import eventually
 
@@ -73,12 +73,12 @@ async def test_a_parent_killed_while_its_children_run_on_other_nodes(
 
     pids = {url: node.pid for url, node in zip(cluster.urls, cluster.nodes, strict=True)}
     for child, url in runs_on.items():
-        state = (await _details(first, child))["state"]
+        state = (await actor_details(first, child))["state"]
         assert state["starts"] == [pids[url]], f"child {child}"  # started once, over there
         assert state["works"] == [pids[url]], f"child {child}"
     assert sorted(_created(log)) == sorted(children)  # each created once, no other
-    assert await _task_count(first) == FANOUT
-    assert (await _details(first, parent_id))["workflow"]["status"] == "completed"
+    assert len(await actors_named(first, "task")) == FANOUT
+    assert (await actor_details(first, parent_id))["workflow"]["status"] == "completed"
 
 
 async def test_a_parent_killed_as_it_starts_a_child_then_its_childrens_node(
@@ -114,10 +114,10 @@ async def test_a_parent_killed_as_it_starts_a_child_then_its_childrens_node(
     created = _created(log)
     assert sorted(set(created)) == sorted(children)  # three actors, whatever the kill hit
     assert created.count(children[1]) in (1, 2)  # its on_create again if the kill beat it
-    assert await _task_count(parent_node.url) == FANOUT
+    assert len(await actors_named(parent_node.url, "task")) == FANOUT
     cut = 0
     for child in children:
-        state = (await _details(parent_node.url, child))["state"]
+        state = (await actor_details(parent_node.url, child))["state"]
         assert state["starts"] == [work_pid], f"child {child}"  # started once
         assert len(state["works"]) == 1, f"child {child}"  # its work recorded once
         if state["works"] != [work_pid]:
@@ -145,19 +145,11 @@ async def test_cancelling_a_parent_skips_a_child_that_ended_on_another_node(
             with pytest.raises(WorkflowCancelled) as cancelled:
                 await parent.workflow_result(timeout=WAIT)
             assert cancelled.value.reason == "no longer needed"
-            assert (await _details(first, children[-1]))["actor"]["awake"]
+            assert (await actor_details(first, children[-1]))["actor"]["awake"]
         for child in children[:-1]:
             with pytest.raises(WorkflowCancelled):
                 await on_first.task.get_for_id(child).workflow_result(timeout=WAIT)
         assert await ended.workflow_result(timeout=WAIT) == OUTPUTS[-1]
-
-
-async def _details(url: str, actor_id: str) -> dict[str, Any]:
-    async with httpx.AsyncClient(base_url=url, timeout=10) as admin:
-        answer = await admin.get(f"/admin/actors/{actor_id}")
-    answer.raise_for_status()
-    details: dict[str, Any] = answer.json()
-    return details
 
 
 async def _started_children(url: str, parent_id: str) -> list[str]:
@@ -166,12 +158,12 @@ async def _started_children(url: str, parent_id: str) -> list[str]:
 
     async def started() -> bool:
         nonlocal found
-        listed = (await _details(url, parent_id))["workflow"]["children"]
+        listed = (await actor_details(url, parent_id))["workflow"]["children"]
         found = [child["actor_id"] for child in listed if child["actor_id"]]
         if len(found) < FANOUT:
             return False
         for child in found:
-            if (await _details(url, child))["actor"]["awake"]:
+            if (await actor_details(url, child))["actor"]["awake"]:
                 return False
         return True
 
@@ -188,24 +180,17 @@ async def _let_go(runs_on: dict[str, str]) -> None:
 
 async def _all_begun(url: str, children: list[str]) -> bool:
     for child in children:
-        if not (await _details(url, child))["state"]["starts"]:
+        if not (await actor_details(url, child))["state"]["starts"]:
             return False
     return True
 
 
 async def _status_is(url: str, actor_id: str, status: str) -> bool:
     try:
-        details = await _details(url, actor_id)
+        details = await actor_details(url, actor_id)
     except httpx.HTTPError:
         return False
     return bool(details["workflow"]["status"] == status)
-
-
-async def _task_count(url: str) -> int:
-    async with httpx.AsyncClient(base_url=url, timeout=10) as admin:
-        answer = await admin.get("/admin/actors", params={"name": "task"})
-    answer.raise_for_status()
-    return len(answer.json()["actors"])
 
 
 def _lines(log: Path, kind: str) -> list[list[str]]:
