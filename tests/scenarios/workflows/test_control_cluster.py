@@ -11,6 +11,7 @@ import pytest
 
 from perdure.client import AsyncClient
 from perdure.errors import WorkflowCancelled
+from tests.scenarios.workflows.waiters import check_long_wait
 from tests.support.cluster import Cluster
 from tests.support.wait import eventually
 
@@ -77,3 +78,11 @@ async def _logged(handle: Any, line: str) -> bool:
 
 async def _counted_at_least(handle: Any, count: int) -> bool:
     return int(await handle.count()) >= count
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_a_hundred_waiters_through_every_node_on_a_30_s_run(cluster: Cluster) -> None:
+    """The issue's figure on the cluster: the run lives on the first node, the waiters
+    ask all three (two thirds of them forwarded to the owner and held there)."""
+    check_long_wait(cluster.urls, cluster.urls[0])
