@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -119,6 +120,47 @@ async def test_a_delayed_message_survives_a_restart(tmp_path: Path) -> None:
         assert await env.store.load_queue(actor_id) != []
         await env.advance(0.2)
         assert await inbox.got() == ["after the restart"]
+
+
+class _EarlyOnce:
+    """The test's manual clock, except that the first reading after :attr:`early` is
+    set is one millisecond short: a timer run in the millisecond before its due time,
+    whose next reading falls in the due one (a real clock's loop may do that)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.early = False
+
+    def now_ms(self) -> int:
+        now: int = self.inner.now_ms()
+        if self.early:
+            self.early = False
+            return now - 1
+        return now
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+async def test_a_timer_run_just_before_the_due_time_still_delivers(env: ActorTestEnv) -> None:
+    """The queue's timer once read the clock twice: a millisecond before the message
+    was due to wake its receivers (none), then in the due millisecond to arm the next
+    timer (none: the message was visible). The waiting workflow never got it."""
+    inbox = env.client.inbox.get_or_create("edge")
+    actor_id = await inbox.resolve()
+    await env.settle()
+    instance = env.runtime.live_instance(actor_id)
+    assert instance is not None
+    assert instance.queue is not None
+    await inbox.send("jobs", "due", delay=0.5)  # within its sleep_timeout: it stays awake
+    leases = instance.queue.leases
+    clock = _EarlyOnce(leases._clock)
+    leases._clock = clock
+    clock.early = True
+    await env.advance(0.5)
+    await env.advance(0.01)
+    assert env.runtime.live_instance(actor_id) is instance  # the timer's work, not a wake
+    assert await inbox.got() == ["due"]
 
 
 @pytest.mark.parametrize(

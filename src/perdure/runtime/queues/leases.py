@@ -239,10 +239,17 @@ class QueueLeases:
 
     # ------------------------------------------------------------------- timing
 
-    def rearm(self) -> None:
+    def rearm(self, now: int | None = None) -> None:
         """Make the earliest future ``visible_at`` the actor's queue alarm, and wake the
-        waiting receivers then (a timer, while the actor is awake)."""
-        now = self._clock.now_ms()
+        waiting receivers then (a timer, while the actor is awake). ``now``: the reading
+        of the clock the caller has just acted on."""
+        if now is None:
+            now = self._clock.now_ms()
+        if self._timer_at is not None and self._timer_at <= now:
+            # The timer's time has come and it has not run yet (a receive, a send or a
+            # nack got in first): the timer is replaced below, so its receivers are
+            # woken here, or a message now visible would wake nobody.
+            self._wake_visible(now)
         earliest = self._queue.next_visible(now)
         self._core.set_alarm(ALARM_SOURCE, earliest)
         if earliest == self._timer_at:
@@ -258,9 +265,18 @@ class QueueLeases:
         self._timer = self._timer_at = None
         if self._core.abort.aborted:
             return
-        for name in self._queue.visible_names(self._clock.now_ms()):
+        # The loop's timer runs on the monotonic clock, so this may run a little before
+        # the wall clock's due time. One reading for the wake and the next timer: with
+        # two, a message due in the millisecond between them was neither woken nor
+        # timed, and its receiver waited for ever (seen on a cluster's survivor).
+        now = self._clock.now_ms()
+        self._wake_visible(now)
+        self.rearm(now)
+
+    def _wake_visible(self, now: int) -> None:
+        """Wake the receivers of every queue with a message visible at ``now``."""
+        for name in self._queue.visible_names(now):
             self._queue.wake_waiters(name)
-        self.rearm()
 
 
 def _exhausted(attempts: int, limit: int, error: str | None) -> str:
