@@ -157,9 +157,16 @@ class RunnerCore:
         deadline = self.deadline
         if deadline is None:
             return
-        await self.host.sleep(max(0, deadline - self.host.now_ms()) / 1000)
-        if not self.host.abort.aborted:
-            self.check_deadline()
+        # The sleep runs on the event loop's timer, which may end before the wall clock
+        # reaches the deadline (uvloop truncates delays to whole milliseconds and counts
+        # from a loop time cached at the start of an iteration, the more stale the busier
+        # the loop): sleep again for what is left. One early wake must not lose the
+        # deadline: the run's wait would go on, and nothing else looks at it again.
+        while (left := deadline - self.host.now_ms()) > 0:
+            await self.host.sleep(left / 1000)
+            if self.host.abort.aborted:
+                return
+        self.check_deadline()
 
     def check_deadline(self) -> None:
         """If the run is past its deadline, record a cancel for it (staged: it rides on
