@@ -97,8 +97,7 @@ def _serve_on(
         return 1
     _log.info("store: %s", _describe_store(url))
     runtime = ActorRuntime(registry, store, node=node)
-    if args.otel:
-        enable_otel(runtime)
+    stop_tracing = enable_otel(runtime) if args.otel else None
     if node is not None:
         _log.info("cluster node %s, reachable by its peers at %s", node.node_id, node.address)
         if "//127.0.0.1:" in node.address and args.host not in ("127.0.0.1", "localhost"):
@@ -161,6 +160,8 @@ def _serve_on(
             signal.signal(sig, handler)
         if data_lock is not None:
             data_lock.release()
+        if stop_tracing is not None:
+            stop_tracing()  # bounded: a missing collector does not hold the exit
     _log.info("perdure stopped")
     return 0
 
