@@ -123,6 +123,6 @@ def enable_otel(runtime: Any) -> Callable[[], None]:
                 "spans not exported: the OTLP collector did not answer within %.0f s",
                 OTEL_SHUTDOWN_TIMEOUT_S,
             )
-            exporter.shutdown()
+            exporter.shutdown()  # type: ignore[no-untyped-call]  # the SDK leaves it untyped
 
     return shut_down
