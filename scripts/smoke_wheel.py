@@ -20,7 +20,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-APP = '''
+APP = """
 from perdure import actor, setup
 
 counter = actor(
@@ -35,7 +35,7 @@ def _increment(c, by):
 
 
 registry = setup(use={"counter": counter})
-'''
+"""
 
 START_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 30.0
@@ -48,9 +48,10 @@ def main() -> int:
         (root / "smoke_app.py").write_text(APP)
         port = _free_port()
         log = (root / "server.log").open("w+")
+        command = [sys.executable, "-m", "perdure", "serve", "smoke_app:registry"]
+        command += ["--port", str(port), "--data", str(root / "data")]
         server = subprocess.Popen(
-            [sys.executable, "-m", "perdure", "serve", "smoke_app:registry"]
-            + ["--port", str(port), "--data", str(root / "data")],
+            command,
             cwd=root,
             stdout=log,
             stderr=subprocess.STDOUT,
