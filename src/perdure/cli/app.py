@@ -51,6 +51,7 @@ from perdure.cli.loading import (
     open_store_at,
     store_url,
 )
+from perdure.cli.reload import serve_reloading
 from perdure.cli.serve import serve
 from perdure.cli.serve_options import add_serve_command
 from perdure.keys import serialize_key
@@ -68,6 +69,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         if args.command == "serve":
+            if args.reload:
+                return serve_reloading(args, sys.argv[1:] if argv is None else argv)
             return serve(args)
         if args.command == "actors":
             return asyncio.run(_actors(args))

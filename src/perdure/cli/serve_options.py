@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from perdure.cli.loading import CliError, add_store_options, positive_seconds
+from perdure.cli.reload import RELOAD_FLAG
 from perdure.observe.serving import add_serve_options
 from perdure.runtime import NodeConfig
 from perdure.server.edge.admin_access import admin_token
@@ -59,6 +60,12 @@ def add_serve_command(commands: Any) -> argparse.ArgumentParser:
         help="log level (default info; debug adds an access log and actor wake/sleep)",
     )
     add_serve_options(serve)  # --otel, --log-format
+    serve.add_argument(
+        RELOAD_FLAG,
+        action="store_true",
+        help="for development: restart the server when a .py file under the current "
+        "directory changes (the data is kept; workflows replay under the new code)",
+    )
     serve.add_argument(
         "--no-gc-tuning",
         dest="gc_tuning",
