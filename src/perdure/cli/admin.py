@@ -64,7 +64,7 @@ def add_admin_commands(commands: Subparsers[argparse.ArgumentParser]) -> None:
         "inspect",
         parents=[common],
         help="show an actor on a running server: state, queue, schedules, workflow",
-        description="Show one actor of a running server (docs/cli.md).",
+        description="Show one actor of a running server (`perdure docs cli`).",
     )
     add_actor_arguments(inspect)
     inspect.add_argument("--json", action="store_true", help="print the admin API's answer")

@@ -44,6 +44,7 @@ from perdure._version import __version__
 from perdure.cli.admin import ADMIN_COMMANDS, add_admin_commands, run_admin_command
 from perdure.cli.check_command import add_check_command, run_check
 from perdure.cli.cluster_secret import RESET_COMMAND, add_reset_command, reset_cluster_secret
+from perdure.cli.docs_command import add_docs_command, run_docs
 from perdure.cli.loading import (
     CliError,
     add_store_options,
@@ -82,6 +83,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return run_admin_command(args)
         if args.command == "check":
             return run_check(args)
+        if args.command == "docs":
+            return run_docs(args)
     except CliError as exc:
         print(f"perdure: error: {exc}", file=sys.stderr)
         return 2
@@ -105,6 +108,7 @@ def _parser() -> argparse.ArgumentParser:
     add_reset_command(commands)
     add_admin_commands(commands)
     add_check_command(commands)
+    add_docs_command(commands)
     return parser
 
 

@@ -178,7 +178,7 @@ def _warn_of_open_settings(args: argparse.Namespace) -> None:
         trusted_proxies=trusted_proxies(args),
     )
     for sentence in open_settings(exposure):
-        _log.warning("open: %s (docs/edge.md, the security model)", sentence)
+        _log.warning("open: %s (`perdure docs edge`, the security model)", sentence)
 
 
 class _StopRequested(Exception):

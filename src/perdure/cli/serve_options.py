@@ -106,13 +106,13 @@ def _add_cluster_options(parser: argparse.ArgumentParser) -> None:
         help="the secret nodes present to each other, the same on every node "
         "($PERDURE_CLUSTER_SECRET; the database keeps only its digest); default: the nodes "
         "agree on a random one through the database. A node given another secret than its "
-        "cluster's exits; `perdure reset-cluster-secret` changes it (docs/deploy.md)",
+        "cluster's exits; `perdure reset-cluster-secret` changes it (`perdure docs deploy`)",
     )
 
 
 def _add_admin_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group(
-        "admin", "the admin API, inspector UI and /metrics (docs/inspector.md)"
+        "admin", "the admin API, inspector UI and /metrics (`perdure docs inspector`)"
     )
     group.add_argument(
         "--admin-token",
@@ -133,13 +133,13 @@ def _add_admin_options(parser: argparse.ArgumentParser) -> None:
         action="store_false",
         default=os.environ.get("PERDURE_METRICS", "1").lower() not in ("0", "false", "no", "off"),
         help="serve no /metrics and keep no Prometheus metrics (env PERDURE_METRICS=0; "
-        "docs/metrics.md)",
+        "`perdure docs metrics`)",
     )
 
 
 def _add_client_access_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group(
-        "client access", "the gateway, /actors and /metadata (docs/edge.md)"
+        "client access", "the gateway, /actors and /metadata (`perdure docs edge`)"
     )
     group.add_argument(
         "--token",
@@ -167,7 +167,7 @@ _SLOW_CLIENT_FLAGS = {
 
 def _add_slow_client_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group(
-        "slow clients", "how long a connection may take to send a request (docs/edge.md)"
+        "slow clients", "how long a connection may take to send a request (`perdure docs edge`)"
     )
     group.add_argument(
         "--header-timeout",
@@ -217,7 +217,7 @@ def _add_client_caps_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group(
         "per-client caps",
         "what one client address may hold open and how fast it may create actors; 0: no "
-        "cap (docs/edge.md)",
+        "cap (`perdure docs edge`)",
     )
     group.add_argument(
         "--max-streams-per-client",

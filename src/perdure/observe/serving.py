@@ -38,7 +38,7 @@ def add_serve_options(parser: argparse.ArgumentParser) -> None:
         action=_OtelFlag,
         help="export traces over OTLP/HTTP to $OTEL_EXPORTER_OTLP_ENDPOINT (default "
         "http://localhost:4318), service $OTEL_SERVICE_NAME (default perdure); needs "
-        "pip install 'perdure[otel]' (docs/tracing.md)",
+        "pip install 'perdure[otel]' (`perdure docs tracing`)",
     )
     parser.add_argument(
         "--log-format",
