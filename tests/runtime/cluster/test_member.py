@@ -29,7 +29,7 @@ FIRES: list[str] = []
 
 
 async def _work(c: Any) -> None:
-    async for message in c.queue.iter("jobs", completable=True):
+    async for message in c.queue.iter(names="jobs", completable=True):
         c.state["count"] += message.body
         await message.complete(c.state["count"])
 

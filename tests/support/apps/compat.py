@@ -103,7 +103,7 @@ compat_counter = actor(
 
 
 async def _work(c: ActorContext) -> None:
-    async for message in c.queue.iter("jobs", completable=True):
+    async for message in c.queue.iter(names="jobs", completable=True):
         c.state["done"] += message.body
         await message.complete(message.body * 2)
 

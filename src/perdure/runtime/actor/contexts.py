@@ -19,7 +19,8 @@ from perdure.runtime.kernel.core import AbortSignal, ActorCore, StopReason
 if TYPE_CHECKING:
     from perdure.handles import Client
     from perdure.runtime.actor.connections import Connection
-    from perdure.runtime.queues.actor_queue import ActorQueue, QueueReceiver
+    from perdure.runtime.queues.actor_queue import ActorQueue
+    from perdure.runtime.queues.receiver import QueueReceiver
     from perdure.runtime.schedules.api import ActorCron, ActorSchedule
     from perdure.runtime.schedules.manager import ScheduleManager
 
@@ -136,7 +137,7 @@ class ActorContext:
     @property
     def queue(self) -> QueueReceiver:
         """The actor's durable queues: ``send``, ``next``, ``next_batch``, ``iter`` …"""
-        from perdure.runtime.queues.actor_queue import QueueReceiver
+        from perdure.runtime.queues.receiver import QueueReceiver
 
         self._instance.core.definition.require_queues()
         queue = self._instance.queue
