@@ -21,6 +21,7 @@ from perdure.errors import (
     ActorAborted,
     Evicted,
     HistoryDiverged,
+    UserError,
     WorkflowCancelled,
     WorkflowFailure,
     WorkflowTimedOut,
@@ -99,6 +100,10 @@ class WorkflowRunner(
         except Divergence as exc:
             await self._fail(HistoryDiverged(exc.location, str(exc)), rollback=False)
         except WorkflowFailure as exc:
+            await self._fail(exc, rollback=True)
+        except UserError as exc:
+            # Failing on purpose (after its compensations, say) is the workflow's answer,
+            # not a bug: _fail's one line says it, without a traceback.
             await self._fail(exc, rollback=True)
         except Exception as exc:
             self.host.log.exception("the workflow raised outside a step")
