@@ -37,7 +37,7 @@ import dataclasses
 import logging
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -63,6 +63,10 @@ from perdure.server.edge.wire_errors import error_body, header_text
 from perdure.server.gateway.management import json_response, management_routes
 from perdure.server.gateway.routes import Gateway
 from perdure.server.gateway.websocket import DirectConnect
+
+if TYPE_CHECKING:
+    from perdure.server.edge.http_limits import EdgeHttpProtocol
+    from perdure.server.edge.slow_clients import SlowClientLimits
 
 __all__ = ["PerdureApp", "create_app"]
 
@@ -154,7 +158,7 @@ def create_app(
         refusals=refusals,
         started=lambda: runtime.started,
     )
-    return PerdureApp(runtime, gateway, routes, guard)
+    return PerdureApp(runtime, gateway, routes, guard, refusals)
 
 
 class PerdureApp(Starlette):
@@ -177,8 +181,10 @@ class PerdureApp(Starlette):
         gateway: Gateway,
         routes: list[BaseRoute],
         guard: Middleware,
+        refusals: EdgeRefusals,
     ) -> None:
         self.runtime = runtime
+        self.refusals = refusals
         self._gateway = gateway
         super().__init__(
             routes=routes,
@@ -191,6 +197,20 @@ class PerdureApp(Starlette):
         """The runtime's in-process client: the host app's routes call the actors with it
         (``await perdure_app.client().counter.get_or_create("a").increment(1)``)."""
         return self.runtime.client()
+
+    def http_protocol(self, limits: SlowClientLimits | None = None) -> type[EdgeHttpProtocol]:
+        """``perdure serve``'s HTTP protocol, for a host that runs uvicorn itself
+        (``uvicorn.run(app, http=perdure_app.http_protocol())``): bounded request lines
+        and headers and the slow-client time limits (``limits``; default
+        ``SlowClientLimits()``), refused in perdure's error shape and counted in this
+        app's ``/metrics`` (docs/edge.md). It serves the host's routes too: the limits
+        are the connection's, not a route's."""
+        # Imported here: it loads uvicorn's httptools protocol, which an app that is
+        # only mounted, or served by another server, does not need.
+        from perdure.server.edge.http_limits import EdgeHttpProtocol
+        from perdure.server.edge.slow_clients import SlowClientLimits
+
+        return EdgeHttpProtocol.bound(limits or SlowClientLimits(), self.refusals)
 
     @asynccontextmanager
     async def lifespan(self, app: object = None) -> AsyncIterator[None]:

@@ -45,17 +45,25 @@ class EdgeGuard:
         self.cors = cors
         self.refusals = refusals
         self.started = started
+        self._started = False  # once started, always: only the first requests ask
+
+    def _check_started(self) -> None:
+        if not self.started():
+            raise NotStarted()
+        self._started = True
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope["type"]
         if kind not in ("http", "websocket"):
             await self.app(scope, receive, send)
             return
-        enter(scope)
-        path = route_path(scope)
+        path: str = scope["path"]
+        if scope.get("root_path"):  # mounted in a host app (or behind --root-path)
+            enter(scope)
+            path = route_path(scope)
         try:
-            if not self.started():
-                raise NotStarted()
+            if not self._started:
+                self._check_started()
             origin = self.cors.check(scope) if _client_path(path) else None
             if kind == "http" and origin is not None:
                 if CorsPolicy.is_preflight(scope):  # carries no token: browsers send none
