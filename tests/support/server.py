@@ -161,9 +161,10 @@ class ServerProcess:
 
 
 class HostAppProcess(ServerProcess):
-    """``python -m uvicorn MODULE:APP``: a host ASGI app that mounts perdure at ``mount``
-    (docs/embedding.md), started from ``cwd`` (default the repository); ready once
-    ``{mount}/health`` answers. ``url`` is the host's root."""
+    """``python -m uvicorn MODULE:APP`` (or the ``script`` given, run with python): a host
+    ASGI app that mounts perdure at ``mount`` (docs/embedding.md), started from ``cwd``
+    (default the repository); ready once ``{mount}/health`` answers. ``url`` is the
+    host's root."""
 
     def __init__(
         self,
@@ -173,14 +174,19 @@ class HostAppProcess(ServerProcess):
         mount: str = "/perdure",
         env: dict[str, str] | None = None,
         cwd: Path | None = None,
+        port: int | None = None,
+        script: str | None = None,
     ) -> None:
-        super().__init__(app, data_dir, env=env)
+        super().__init__(app, data_dir, env=env, port=port)
         self.mount = mount
         self.cwd = cwd or REPO_ROOT
+        self.script = script
 
     def command(self) -> list[str]:
         """uvicorn serving the host app; a bounded graceful shutdown (open streams would
         hold uvicorn's default one for ever)."""
+        if self.script is not None:
+            return [sys.executable, self.script]
         return [
             sys.executable,
             "-m",
