@@ -60,7 +60,9 @@ HTTP status a server answers with. The tree::
     │   │   └── ClientCapReached     request.too_many_* (429)     one address past its caps
     │   ├── OriginNotAllowed         cors.origin_not_allowed (403)
     │   ├── AdminDenied              admin.unauthorized/forbidden the admin surface refused
-    │   └── NotLocal                 actor.not_local (503)        streamed by another node
+    │   ├── NotLocal                 actor.not_local (503)        streamed by another node
+    │   └── NotStarted               server.not_started (503)     the host app that mounts
+    │                                                             perdure did not start it
     └── (workflow: WorkflowError)    workflow.*
         ├── WorkflowFailure          a step out of retries, a failed join or race
         │   ├── StepExhausted, JoinError, RaceError
@@ -137,6 +139,7 @@ from perdure.errors.edge import (
     ClientCapReached,
     MethodNotAllowed,
     NotLocal,
+    NotStarted,
     OriginNotAllowed,
     RequestRefused,
     RouteNotFound,
@@ -201,6 +204,7 @@ __all__ = [
     "NoRawHandler",
     "NotLocal",
     "NotOwner",
+    "NotStarted",
     "OriginNotAllowed",
     "PeerForbidden",
     "PeerUnreachable",

@@ -39,6 +39,7 @@ from perdure.runtime import (
 )
 from perdure.server.admin.openapi import openapi_document
 from perdure.server.edge.admin_access import AdminAccess
+from perdure.server.edge.mount import link_root
 from perdure.server.gateway.management import Endpoint, json_errors, json_response, read_json_object
 
 __all__ = ["ADMIN_PREFIX", "admin_routes"]
@@ -142,8 +143,12 @@ class _AdminApi:
             return None
 
     async def openapi(self, request: Request) -> Response:
-        """``GET /admin/openapi.json``."""
-        return json_response(openapi_document())
+        """``GET /admin/openapi.json``; mounted in a host app, the document's server is
+        perdure's prefix, so that the paths it lists resolve there."""
+        root = link_root(request.scope)
+        if not root:
+            return json_response(openapi_document())
+        return json_response({**openapi_document(), "servers": [{"url": root}]})
 
     # ------------------------------------------------------------- operations
 
