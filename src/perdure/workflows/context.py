@@ -316,13 +316,10 @@ class WorkflowContext(_ActorIdentity):
     ) -> Any:
         """Run ``run(step)`` once, durably; on replay return its recorded output.
 
-        A failure is retried ``max_retries`` times. The wait before the retry that
-        follows the n-th failed attempt is ``min(retry_backoff_max, retry_backoff_base *
-        2**n)``, as in RivetKit: with the defaults (0.1 s, 30 s) the first retry waits
-        0.2 s, then 0.4 s, 0.8 s… (no jitter: the times replay exactly). The wait is
-        durable: the actor may sleep through it. An attempt longer than ``timeout``
-        fails. Durations are seconds or ``timedelta``.
-        """
+        A failure is retried ``max_retries`` times; after the n-th failure the retry
+        waits ``min(retry_backoff_max, retry_backoff_base * 2**n)`` (RivetKit's rule, no
+        jitter, durable): 0.2 s, 0.4 s, 0.8 s… with the defaults. An attempt longer
+        than ``timeout`` fails. Durations are seconds or ``timedelta``."""
         if type(max_retries) is not int or max_retries < 0:  # a bool is refused too
             raise ArgumentError(
                 f"ctx.step(): max_retries must be a non-negative int, not {max_retries!r}."
