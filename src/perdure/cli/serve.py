@@ -110,18 +110,19 @@ def _serve_on(
     # One count of what the edge refuses, shared by the app (/metrics, the door) and the
     # HTTP protocol (oversized and slow requests).
     refusals = EdgeRefusals()
-    config = uvicorn.Config(
-        create_app(
-            runtime,
-            admin=AdminAccess(
-                enabled=args.admin, token=args.admin_token, trust_forwarded=args.proxy_headers
-            ),
-            metrics=args.metrics,
-            token=args.token,
-            cors_origins=args.cors_origin,
-            caps=caps,
-            refusals=refusals,
+    app = create_app(
+        runtime,
+        admin=AdminAccess(
+            enabled=args.admin, token=args.admin_token, trust_forwarded=args.proxy_headers
         ),
+        metrics=args.metrics,
+        token=args.token,
+        cors_origins=args.cors_origin,
+        caps=caps,
+        refusals=refusals,
+    )
+    config = uvicorn.Config(
+        app,
         host=args.host,
         port=args.port,
         loop="uvloop",
@@ -152,7 +153,7 @@ def _serve_on(
     # handlers it found installed. Installing ours turns that into a clean exit status 0.
     previous = {sig: signal.signal(sig, _stop_requested) for sig in _STOP_SIGNALS}
     try:
-        DrainingServer(config, runtime).run(sockets=[listener])
+        DrainingServer(config, runtime, on_stop=[app.end_streams]).run(sockets=[listener])
     except _StopRequested:
         pass
     finally:

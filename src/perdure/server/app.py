@@ -198,6 +198,14 @@ class PerdureApp(Starlette):
         (``await perdure_app.client().counter.get_or_create("a").increment(1)``)."""
         return self.runtime.client()
 
+    def end_streams(self) -> None:
+        """End the open event streams (SSE) now: call it when the server starts to stop.
+        A stream never ends by itself, so without this the server's graceful shutdown
+        waits its whole timeout for them; their readers reconnect and resume from the
+        log. ``perdure serve`` calls it on SIGTERM/SIGINT; a host that serves perdure
+        mounted calls it from its own shutdown signal, if it has one."""
+        self._gateway.end_streams()
+
     def http_protocol(self, limits: SlowClientLimits | None = None) -> type[EdgeHttpProtocol]:
         """``perdure serve``'s HTTP protocol, for a host that runs uvicorn itself
         (``uvicorn.run(app, http=perdure_app.http_protocol())``): bounded request lines

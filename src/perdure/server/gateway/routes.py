@@ -85,6 +85,10 @@ class Gateway:
         self.raw = RawHandler(self.dispatch, self.options, self.names, runtime.cluster, limits)
         self.events = EventStream(self.dispatch, self.options, self.names, self.raw.relay, limits)
 
+    def end_streams(self) -> None:
+        """The server is stopping: end the open event streams (:meth:`EventStream.end_all`)."""
+        self.events.end_all()
+
     async def aclose(self) -> None:
         """Close what the gateway keeps open to the other nodes (the raw relay's)."""
         if self.raw.relay is not None:
