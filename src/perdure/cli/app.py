@@ -20,6 +20,9 @@ the live nodes with the number of actors each holds. The nodes authenticate each
 with a secret they agree on through the store when none is given
 (:mod:`perdure.cli.cluster_secret`); ``perdure reset-cluster-secret`` forgets it.
 
+``perdure types module:registry -o app_types.py`` writes the registry's typed clients
+(:mod:`perdure.cli.types_command`).
+
 ``perdure inspect``, ``perdure workflow status|retry|replay`` and ``perdure destroy`` work on
 a running server through its admin API (:mod:`perdure.cli.admin`, docs/cli.md).
 
@@ -55,6 +58,7 @@ from perdure.cli.loading import (
 from perdure.cli.reload import serve_reloading
 from perdure.cli.serve import serve
 from perdure.cli.serve_options import add_serve_command
+from perdure.cli.types_command import add_types_command, run_types
 from perdure.keys import serialize_key
 from perdure.store.base import ActorRecord
 from perdure.store.encoding import decode_value
@@ -85,6 +89,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return run_check(args)
         if args.command == "docs":
             return run_docs(args)
+        if args.command == "types":
+            return run_types(args)
     except CliError as exc:
         print(f"perdure: error: {exc}", file=sys.stderr)
         return 2
@@ -109,6 +115,7 @@ def _parser() -> argparse.ArgumentParser:
     add_admin_commands(commands)
     add_check_command(commands)
     add_docs_command(commands)
+    add_types_command(commands)
     return parser
 
 
