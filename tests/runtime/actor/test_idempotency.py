@@ -92,6 +92,17 @@ async def test_a_keyed_send_is_enqueued_once(env: ActorTestEnv) -> None:
     assert len(stored) == 1
 
 
+async def test_a_handle_s_first_send_keeps_its_key(env: ActorTestEnv) -> None:
+    # A handle not yet resolved checks its first send before it creates the actor: the
+    # key given to send() must survive that check.
+    for _ in range(2):
+        await env.client.counter.get_or_create("c").send("jobs", 1, idempotency_key="first")
+    handle = env.client.counter.get_or_create("c")
+    assert await handle.size() == 1
+    with pytest.raises(IdempotencyError):
+        await env.client.counter.get_or_create("c").send("jobs", 2, idempotency_key="first")
+
+
 async def test_a_refused_send_records_nothing(env: ActorTestEnv) -> None:
     handle = env.client.counter.get_or_create("c")
     for index in range(3):
