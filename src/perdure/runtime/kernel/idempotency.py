@@ -2,11 +2,15 @@
 within the retention window, and every retry gets the first answer (docs/idempotency.md).
 
 A keyed request first looks for a request with the same key that this instance is still
-running, and waits for its answer; then for the key's record in the store, and replays
-its answer; only then does it run, with a :class:`Once` that writes the key's record
-into the commit pipeline beside the request's effects, so one commit carries both: after
-a ``kill -9`` either both are durable or neither is. The key space is per actor; a key
-reused for another operation or other arguments is refused (``idempotency.key_reused``).
+running, and waits for its answer; then for the key's record, and replays its answer;
+only then does it run, with a :class:`Once` that writes the key's record into the commit
+pipeline beside the request's effects, so one commit carries both: after a ``kill -9``
+either both are durable or neither is. The key space is per actor; a key reused for
+another operation or other arguments is refused (``idempotency.key_reused``).
+
+The record is read from the store only if the actor's :class:`~.key_index.KeyIndex`
+(its keys within the window, loaded by one range read at the instance's first keyed
+request, then kept by the instance) says it may be there: a fresh key costs no read.
 
 Answers are encoded maps: ``{"o": output}`` (an action's output), ``{"e": error}`` (the
 error it raised, as its caller saw it), ``{"m": id, "s": status}`` (a send: the message it added),
@@ -25,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from perdure.errors import IdempotencyError, InternalError, PerdureError, RemoteError
 from perdure.handles import MAX_IDEMPOTENCY_KEY_LENGTH as MAX_KEY_LENGTH
 from perdure.handles import check_idempotency_key as check_key
+from perdure.runtime.kernel.key_index import INDEX_LIMIT, KeyIndex
 from perdure.schemas import to_plain
 from perdure.store.base import IdempotencyRecord
 from perdure.store.encoding import decode_value, encode_value
@@ -122,7 +127,9 @@ class Once:
 
     def withdraw(self) -> None:
         """The send was refused before it added its message: write no record."""
-        self._keys.core.commits.drop_key(self._key)
+        keys = self._keys
+        keys.core.commits.drop_key(self._key)
+        keys.forget(self._key)
         self.staged = False
 
     def _stage(self, answer: dict[str, Any]) -> None:
@@ -133,6 +140,7 @@ class Once:
         now = keys.core.clock.now_ms()
         record = IdempotencyRecord(self._key, self._fingerprint, now, data)
         keys.core.commits.put_key(record, keys.prune_bound(now))
+        keys.written(self._key, now)
         self.staged = True
 
 
@@ -144,22 +152,57 @@ Replayed = Callable[[dict[str, Any]], Awaitable[Any]]
 class IdempotencyKeys:
     """The keyed requests of one live actor (see the module docstring)."""
 
-    __slots__ = ("_pruned_at", "_running", "core")
+    __slots__ = ("_index", "_loading", "_pruned_at", "_running", "core")
+
+    # The keys the index holds at most (a class attribute: tests make it small).
+    index_limit = INDEX_LIMIT
 
     def __init__(self, core: ActorCore) -> None:
         self.core = core
         self._running: dict[str, _Running] = {}
         self._pruned_at: int | None = None
+        self._index: KeyIndex | None = None  # loaded by the first keyed request
+        self._loading: asyncio.Lock | None = None
 
     def prune_bound(self, now: int) -> int | None:
         """The bound a keyed commit prunes with, if it is time to prune."""
         if self._pruned_at is not None and now - self._pruned_at < _PRUNE_EVERY_MS:
             return None
         self._pruned_at = now
-        return now - self._retention_ms()
+        bound = now - self._retention_ms()
+        if self._index is not None:
+            self._index.expire(bound)  # what the commit prunes leaves the index too
+        return bound
+
+    def written(self, key: str, at: int) -> None:
+        """Key ``key``'s record, created at ``at``, is staged."""
+        if self._index is not None:  # loaded before any request runs
+            self._index.add(key, at)
+
+    def forget(self, key: str) -> None:
+        """Key ``key``'s staged record was withdrawn."""
+        if self._index is not None:
+            self._index.discard(key)
 
     def _retention_ms(self) -> int:
         return int(self.core.options.idempotency_retention * 1000)
+
+    async def _load_index(self) -> KeyIndex:
+        """The index, loaded once by the instance's first keyed request (the others
+        wait; if that one fails or is cancelled, the next one loads)."""
+        if self._loading is None:
+            self._loading = asyncio.Lock()
+        async with self._loading:
+            index = self._index
+            if index is None:
+                core = self.core
+                since = core.clock.now_ms() - self._retention_ms()
+                limit = self.index_limit
+                # One more than the limit: whether the actor has more keys than fit.
+                newest = await core.store.load_idempotency_keys(core.actor_id, since, limit + 1)
+                index = self._index = KeyIndex(newest, since, limit)
+                self._loading = None
+            return index
 
     async def perform(self, key: str, fingerprint: str, run: Run, replayed: Replayed) -> Any:
         """Run the request keyed ``key`` (``run``, given the :class:`Once` that records
@@ -191,10 +234,15 @@ class IdempotencyKeys:
 
     async def _first(self, key: str, fingerprint: str, run: Run, replayed: Replayed) -> Any:
         core = self.core
-        record = await core.store.load_idempotency(core.actor_id, key)
-        if record is not None and record.created_at >= core.clock.now_ms() - self._retention_ms():
-            _same(key, record.fingerprint, fingerprint)
-            return await replayed(decode_value(record.answer))
+        index = self._index
+        if index is None:
+            index = await self._load_index()
+        bound = core.clock.now_ms() - self._retention_ms()
+        if index.may_hold(key, bound):
+            record = await core.store.load_idempotency(core.actor_id, key)
+            if record is not None and record.created_at >= bound:
+                _same(key, record.fingerprint, fingerprint)
+                return await replayed(decode_value(record.answer))
         once = Once(self, key, fingerprint)
         try:
             return await run(once)
