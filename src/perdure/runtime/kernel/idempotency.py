@@ -234,12 +234,19 @@ class IdempotencyKeys:
                 once = Once(self, index, key, fingerprint)
                 try:
                     result = await run(once)
-                except BaseException:
+                except BaseException as failure:
                     if once.staged:
-                        # An action that raised answers before its flush is durable:
-                        # the record must be, before a retry may look for it.
+                        # An action that raised answers before its flush: its record
+                        # must be durable before a retry may look for it, and an error
+                        # only counts as the first answer if it is. If the commit failed
+                        # (the store, or in a cluster a newer owner's fence), nothing of
+                        # the request was applied: that failure is the answer.
                         flushed = core.commits.request_flush()
-                        await asyncio.gather(flushed, return_exceptions=True)
+                        (outcome,) = await asyncio.gather(flushed, return_exceptions=True)
+                        if isinstance(outcome, Exception) and not isinstance(
+                            failure, asyncio.CancelledError
+                        ):
+                            raise outcome from failure
                     raise
         except asyncio.CancelledError:
             if running.future is not None:
