@@ -141,6 +141,15 @@ async def test_an_error_whose_record_failed_is_not_the_first_answer() -> None:
             await handle.with_idempotency_key("r").refuse(3)  # runs: nothing was kept
         assert raised.value.code == "refused"
         assert await handle.total() == 3
+        # A send's failed write is its answer as it was (in a cluster, the dispatch
+        # sends the request on to the actor's new owner when that is a fence's refusal).
+        store.refuse = True
+        with pytest.raises(StoreUnavailable):
+            await handle.send("jobs", 1, idempotency_key="s")
+        store.refuse = False
+        await env.settle()
+        await handle.send("jobs", 1, idempotency_key="s")
+        assert await handle.size() == 1
 
 
 async def test_a_retry_while_the_first_runs_waits_for_it(env: ActorTestEnv) -> None:

@@ -108,7 +108,7 @@ class _Running:
 class Once:
     """Writes one keyed request's record into the next commit, beside its effects."""
 
-    __slots__ = ("_fingerprint", "_index", "_key", "_keys", "staged")
+    __slots__ = ("_fingerprint", "_index", "_key", "_keys", "raised", "staged")
 
     def __init__(self, keys: IdempotencyKeys, index: KeyIndex, key: str, fingerprint: str) -> None:
         self._keys = keys
@@ -116,6 +116,7 @@ class Once:
         self._key = key
         self._fingerprint = fingerprint
         self.staged = False
+        self.raised = False  # the answer staged is the error the action raised
 
     def answered(self, output: Any) -> None:
         """The action returned ``output``."""
@@ -130,6 +131,7 @@ class Once:
             self._stage({"e": _error_fields(error)})
         except PerdureError:  # metadata that cannot be encoded
             self._stage({"e": _error_fields(InternalError())})
+        self.raised = True
 
     def enqueued(self, message_id: int, status: str) -> None:
         """The send is adding message ``message_id``; ``status``: what it answers when
@@ -237,15 +239,14 @@ class IdempotencyKeys:
                 except BaseException as failure:
                     if once.staged:
                         # An action that raised answers before its flush: its record
-                        # must be durable before a retry may look for it, and an error
-                        # only counts as the first answer if it is. If the commit failed
-                        # (the store, or in a cluster a newer owner's fence), nothing of
-                        # the request was applied: that failure is the answer.
+                        # must be durable before a retry may look for it, and its error
+                        # only counts as the first answer if it is. If that commit
+                        # failed (the store, or in a cluster a newer owner's fence),
+                        # nothing of the request was applied: the failure is the answer.
                         flushed = core.commits.request_flush()
                         (outcome,) = await asyncio.gather(flushed, return_exceptions=True)
-                        if isinstance(outcome, Exception) and not isinstance(
-                            failure, asyncio.CancelledError
-                        ):
+                        cancelled = isinstance(failure, asyncio.CancelledError)
+                        if once.raised and isinstance(outcome, Exception) and not cancelled:
                             raise outcome from failure
                     raise
         except asyncio.CancelledError:
