@@ -27,8 +27,9 @@ from itertools import islice
 
 __all__ = ["INDEX_LIMIT", "KeyIndex"]
 
-# The keys one live actor holds at most: about 150 bytes each with a 36-character key
-# (the string, its created_at and the dict's slot), so 1.5 MB for a full index.
+# The keys one live actor holds at most: about 140 bytes each with the clients'
+# 40-character keys (57 for the dict's slot and the time, the rest the key string it
+# keeps alive), so 1.4 MB for a full index.
 INDEX_LIMIT = 10_000
 
 
