@@ -568,6 +568,15 @@ class Store(ABC):
         (the runtime ignores one past its retention until a commit prunes it)."""
 
     @abstractmethod
+    async def load_idempotency_keys(
+        self, actor_id: str, since: int, limit: int
+    ) -> list[tuple[str, int]]:
+        """``(key, created_at)`` of the actor's newest ``limit`` idempotency keys created
+        at or after ``since`` (epoch ms), newest first (``[]`` when ``limit <= 0``). One
+        range of the index on ``(actor_id, created_at)``: what a live actor keeps in
+        memory so that a fresh key costs no read (docs/idempotency.md)."""
+
+    @abstractmethod
     async def due_actors(self, until: int, limit: int) -> list[tuple[str, int]]:
         """``(actor_id, wake_at)`` of actors whose ``wake_at <= until``, earliest first.
 
