@@ -25,11 +25,11 @@ from perdure._time import (
     duration_seconds,
     instant_ms,
     optional_duration,
-    send_delay,
     utc_datetime,
 )
 from perdure.errors import ArgumentError, StepContextExpired
 from perdure.queue_message import QueueMessage
+from perdure.workflows.step_queue import StepQueue
 
 if TYPE_CHECKING:
     from perdure.workflows.port import ActorClient, ActorIdentity, WorkflowHost
@@ -503,6 +503,9 @@ class StepContext(_ActorIdentity):
         self.location = location
         self._live = True
         self._events: list[tuple[str, tuple[Any, ...]]] = []
+        # Sends wait for the attempt to succeed: a failed one sends nothing, so its
+        # retry does not send twice (``(queue, checked body, delay s, at ms)``).
+        self._sends: list[tuple[str, Any, float | None, int | None]] = []
 
     def _check(self, feature: str) -> None:
         if not self._live:
@@ -511,9 +514,22 @@ class StepContext(_ActorIdentity):
                 f"(step `{self.location}` has finished)."
             )
 
+    def stage_sends(self) -> None:
+        """The attempt succeeded: stage its sends, to be committed with the step (all of
+        them or, when the queue has no room for all, none: ``queue.full``)."""
+        sends, self._sends = self._sends, []
+        if not sends:
+            return
+        queue = self._host.require_queue()
+        queue.check_room(len(sends))
+        for name, body, delay, at in sends:
+            queue.enqueue(name, body, validated=True, delay=delay, at=at)
+
     def close(self) -> list[tuple[str, tuple[Any, ...]]]:
-        """End the step; return the events it broadcast (delivered after commit)."""
+        """End the step; return the events it broadcast (delivered after commit). Sends
+        not staged by :meth:`stage_sends` (a failed attempt's) are dropped."""
         self._live = False
+        self._sends = []
         events, self._events = self._events, []
         return events
 
@@ -546,10 +562,10 @@ class StepContext(_ActorIdentity):
         self._events.append((name, tuple(self._host.validate_event(name, list(args)))))
 
     @property
-    def queue(self) -> _StepQueue:
+    def queue(self) -> StepQueue:
         """``queue.send``: enqueue a message, committed together with the step."""
         self._check("queue")
-        return _StepQueue(self)
+        return StepQueue(self)
 
     def client(self) -> ActorClient:
         """A client for calling other actors."""
@@ -570,31 +586,3 @@ class StepContext(_ActorIdentity):
         """Destroy the actor after this step."""
         self._check("destroy")
         self._host.destroy()
-
-
-class _StepQueue:
-    def __init__(self, step: StepContext) -> None:
-        self._step = step
-
-    async def send(
-        self,
-        name: str,
-        body: Any,
-        *,
-        delay: float | _dt.timedelta | None = None,
-        at: _dt.datetime | int | None = None,
-    ) -> None:
-        """Enqueue a message; it becomes durable with the step's commit. ``delay`` or
-        ``at``: a delayed send, received from then on (docs/queues.md)."""
-        self._step._check("queue.send")
-        seconds, at_ms = send_delay(delay, at, wait=False, call="ctx.queue.send()")
-        host = self._step._host
-        span = host.observer.queue_send(host, name)  # counted like any other send
-        try:
-            host.require_queue().enqueue(name, body, delay=seconds, at=at_ms)
-        except BaseException as exc:
-            if span is not None:
-                span.end(exc)
-            raise
-        if span is not None:
-            span.end(None)
