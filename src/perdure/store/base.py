@@ -6,7 +6,8 @@ encoded (``bytes``, see :mod:`perdure.store.encoding`); the store never decodes 
 
 Unit of atomicity: one :class:`ActorCommit`. Every field of a commit (state, queue
 messages added and removed, workflow history entries written and deleted, schedules and
-their fire history written and deleted, the alarm ``wake_at``) is applied all together or
+their fire history written and deleted, events, idempotency keys, KV records written
+and deleted, the alarm ``wake_at``) is applied all together or
 not at all. A backend may put the commits of many actors into one database transaction
 (group commit) but must isolate their failures: a commit that fails (for instance because
 its actor was deleted) fails alone.
@@ -59,7 +60,7 @@ from __future__ import annotations
 
 import asyncio
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -290,6 +291,12 @@ class ActorCommit:
     # remove the actor's records created before it (applied before the puts).
     key_put: list[IdempotencyRecord] = field(default_factory=list)
     key_prune: int | None = None
+    # The actor's KV space (store/kv.py): ranges ``[start, end)`` to delete (``end=None``:
+    # to the last key), then keys to delete, then records to put (key -> encoded value),
+    # in that order, so a key put by this commit survives a delete of it or of its range.
+    kv_delete_range: list[tuple[bytes, bytes | None]] = field(default_factory=list)
+    kv_delete: set[bytes] = field(default_factory=set)
+    kv_put: dict[bytes, bytes] = field(default_factory=dict)
 
     def delete_message(self, message_id: int) -> None:
         """Remove queue message ``message_id``.
@@ -336,6 +343,9 @@ class ActorCommit:
             and self.event_prune is None
             and not self.key_put
             and self.key_prune is None
+            and not self.kv_put
+            and not self.kv_delete
+            and not self.kv_delete_range
         )
 
 
@@ -525,7 +535,8 @@ class Store(ABC):
     @abstractmethod
     async def delete_actor(self, actor_id: str) -> bool:
         """Delete the actor and all its data (queue, workflow history, schedules and their
-        fire history, event log). False if it did not exist."""
+        fire history, event log, idempotency keys, KV records). False if it did not
+        exist."""
 
     @abstractmethod
     async def list_actors(
@@ -566,6 +577,27 @@ class Store(ABC):
     async def load_idempotency(self, actor_id: str, key: str) -> IdempotencyRecord | None:
         """The record of the actor's idempotency key ``key``, or ``None``: however old
         (the runtime ignores one past its retention until a commit prunes it)."""
+
+    @abstractmethod
+    async def kv_get(self, actor_id: str, keys: Sequence[bytes]) -> list[bytes | None]:
+        """The stored values of the actor's KV ``keys``, in the order asked, ``None``
+        for a key that has no record (store/kv.py). One round trip for the batch."""
+
+    @abstractmethod
+    async def kv_list(
+        self,
+        actor_id: str,
+        *,
+        start: bytes = b"",
+        end: bytes | None = None,
+        reverse: bool = False,
+        limit: int | None = None,
+    ) -> list[tuple[bytes, bytes]]:
+        """The actor's KV records with ``start <= key < end`` (``end=None``: no upper
+        bound), ``(key, value)`` in ascending key order (bytewise), or descending with
+        ``reverse``; at most ``limit`` of them (``None``: all; ``[]`` when ``limit <= 0``).
+        A reverse list with a limit gives the greatest keys of the range. Served by the
+        primary key: the cost grows with the records returned, not the actor's total."""
 
     @abstractmethod
     async def due_actors(self, until: int, limit: int) -> list[tuple[str, int]]:
