@@ -22,7 +22,7 @@ module decides nothing about an actor's life, only what its KV records are.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Protocol
 
 from perdure.errors import KvError
@@ -35,6 +35,7 @@ __all__ = [
     "MAX_WRITES",
     "STR_TAG",
     "KvKey",
+    "KvLayer",
     "KvOverlay",
     "RawKv",
     "decode_key",
@@ -131,6 +132,10 @@ class RawKv(Protocol):
         ...
 
 
+GetBelow = Callable[[list[bytes]], Awaitable[list[bytes | None]]]
+ScanBelow = Callable[[bytes, bytes | None, bool, int | None], Awaitable[list[tuple[bytes, bytes]]]]
+
+
 def _in(key: bytes, start: bytes, end: bytes | None) -> bool:
     return key >= start and (end is None or key < end)
 
@@ -217,6 +222,30 @@ class KvOverlay:
             keys = keys[: max(limit, 0)]
         return [(key, merged[key]) for key in keys]
 
+    async def read(self, keys: Sequence[bytes], below: GetBelow) -> list[bytes | None]:
+        """The values of ``keys``: the overlay's, else those of the layer below (asked
+        once, for the keys the overlay does not decide)."""
+        found: list[bytes | None] = [None] * len(keys)
+        missing: list[int] = []
+        for index, key in enumerate(keys):
+            decided, value = self.lookup(key)
+            if decided:
+                found[index] = value
+            else:
+                missing.append(index)
+        if missing:
+            values = await below([keys[i] for i in missing])
+            for index, value in zip(missing, values, strict=True):
+                found[index] = value
+        return found
+
+    async def scan(
+        self, start: bytes, end: bytes | None, reverse: bool, limit: int | None, below: ScanBelow
+    ) -> list[tuple[bytes, bytes]]:
+        """The records in ``[start, end)``: the layer below's with the overlay merged in."""
+        rows = await below(start, end, reverse, self.below_limit(start, end, limit))
+        return self.merge(rows, start, end, reverse, limit)
+
     def writes(self) -> int:
         """How many writes the overlay holds (entries and ranges)."""
         return len(self.entries) + len(self.ranges)
@@ -231,3 +260,48 @@ class KvOverlay:
                 target.delete(key)
             else:
                 target.put(key, value)
+
+
+class KvLayer:
+    """Writes held apart over a :class:`RawKv`, read through as one space, until
+    :meth:`keep` stages them below or the layer is dropped: a workflow step's KV writes
+    (``step.kv``), which go in with the step's commit only if the step succeeds."""
+
+    __slots__ = ("_below", "_writes")
+
+    def __init__(self, below: RawKv) -> None:
+        self._below = below
+        self._writes = KvOverlay()
+
+    async def get(self, keys: Sequence[bytes]) -> list[bytes | None]:
+        """The values of ``keys``: the layer's writes first, then the space below."""
+        return await self._writes.snapshot().read(keys, self._below.get)
+
+    async def scan(
+        self, start: bytes, end: bytes | None, reverse: bool, limit: int | None
+    ) -> list[tuple[bytes, bytes]]:
+        """The records in ``[start, end)``, the layer's writes merged in."""
+        if not self._writes:
+            return await self._below.scan(start, end, reverse, limit)
+        return await self._writes.snapshot().scan(start, end, reverse, limit, self._below.scan)
+
+    def put(self, key: bytes, value: bytes) -> None:
+        """Hold a put."""
+        self._writes.put(key, value)
+
+    def delete(self, key: bytes) -> None:
+        """Hold a delete."""
+        self._writes.put(key, None)
+
+    def delete_range(self, start: bytes, end: bytes | None) -> None:
+        """Hold a range delete."""
+        self._writes.delete_range(start, end)
+
+    def staged_writes(self) -> int:
+        """What the next commit would carry: the writes below and the layer's."""
+        return self._below.staged_writes() + self._writes.writes()
+
+    def keep(self) -> None:
+        """Stage the layer's writes below (their net effect), and start afresh."""
+        self._writes.apply_to(self._below)
+        self._writes = KvOverlay()

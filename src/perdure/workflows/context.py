@@ -25,14 +25,16 @@ from perdure._time import (
     duration_seconds,
     instant_ms,
     optional_duration,
-    send_delay,
     utc_datetime,
 )
 from perdure.errors import ArgumentError, StepContextExpired
 from perdure.queue_message import QueueMessage
+from perdure.store.kv import KvLayer
+from perdure.store.kv_api import Kv
 
 if TYPE_CHECKING:
     from perdure.workflows.port import ActorClient, ActorIdentity, WorkflowHost
+    from perdure.workflows.receive import StepQueue
 
 __all__ = [
     "ChildWorkflow",
@@ -503,6 +505,7 @@ class StepContext(_ActorIdentity):
         self.location = location
         self._live = True
         self._events: list[tuple[str, tuple[Any, ...]]] = []
+        self._kv: KvLayer | None = None  # the step's KV writes, made at first use
 
     def _check(self, feature: str) -> None:
         if not self._live:
@@ -512,10 +515,19 @@ class StepContext(_ActorIdentity):
             )
 
     def close(self) -> list[tuple[str, tuple[Any, ...]]]:
-        """End the step; return the events it broadcast (delivered after commit)."""
+        """End the step (a failed one: its KV writes are dropped); return the events it
+        broadcast (delivered after commit)."""
         self._live = False
+        self._kv = None
         events, self._events = self._events, []
         return events
+
+    def finish(self) -> list[tuple[str, tuple[Any, ...]]]:
+        """End a step that succeeded: stage its KV writes for the step's commit, then
+        :meth:`close`."""
+        if self._kv is not None:
+            self._kv.keep()
+        return self.close()
 
     @property
     def state(self) -> Any:
@@ -546,10 +558,21 @@ class StepContext(_ActorIdentity):
         self._events.append((name, tuple(self._host.validate_event(name, list(args)))))
 
     @property
-    def queue(self) -> _StepQueue:
+    def queue(self) -> StepQueue:
         """``queue.send``: enqueue a message, committed together with the step."""
         self._check("queue")
-        return _StepQueue(self)
+        from perdure.workflows.receive import StepQueue  # receive.py imports this module
+
+        return StepQueue(self._check, self._host)
+
+    @property
+    def kv(self) -> Kv:
+        """The actor's KV space, as ``c.kv`` (docs/storage.md): the step's writes commit
+        with the step; a step that fails writes none of them."""
+        self._check("kv")
+        if self._kv is None:
+            self._kv = KvLayer(self._host.kv())
+        return Kv(self._kv)
 
     def client(self) -> ActorClient:
         """A client for calling other actors."""
@@ -570,31 +593,3 @@ class StepContext(_ActorIdentity):
         """Destroy the actor after this step."""
         self._check("destroy")
         self._host.destroy()
-
-
-class _StepQueue:
-    def __init__(self, step: StepContext) -> None:
-        self._step = step
-
-    async def send(
-        self,
-        name: str,
-        body: Any,
-        *,
-        delay: float | _dt.timedelta | None = None,
-        at: _dt.datetime | int | None = None,
-    ) -> None:
-        """Enqueue a message; it becomes durable with the step's commit. ``delay`` or
-        ``at``: a delayed send, received from then on (docs/queues.md)."""
-        self._step._check("queue.send")
-        seconds, at_ms = send_delay(delay, at, wait=False, call="ctx.queue.send()")
-        host = self._step._host
-        span = host.observer.queue_send(host, name)  # counted like any other send
-        try:
-            host.require_queue().enqueue(name, body, delay=seconds, at=at_ms)
-        except BaseException as exc:
-            if span is not None:
-                span.end(exc)
-            raise
-        if span is not None:
-            span.end(None)

@@ -103,7 +103,7 @@ class RollbackRegistry:
                     }
                 )
                 raise
-            events = context.close()
+            events = context.finish()
             item.entry.data["rb"] = True
             runner.history.touch(item.location)
             runner.publish(events)

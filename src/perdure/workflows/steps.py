@@ -65,7 +65,7 @@ class StepPrimitives(RunnerCore):
                 if span is not None:
                     span.end(exc)
                 raise
-            events = step_context.close()
+            events = step_context.finish()  # the step's KV writes join its commit
             errors = entry.data.get("errors")  # kept from attempts before a retry
             entry.status = "completed"
             entry.data = {"o": output, "a": attempts}

@@ -37,40 +37,29 @@ class ActorKv:
 
     async def get(self, keys: Sequence[bytes]) -> list[bytes | None]:
         """The values of ``keys`` (``None``: no record), staged writes included."""
-        overlay = self._overlay.snapshot() if self._overlay else None
-        found: list[bytes | None] = [None] * len(keys)
-        missing: list[int] = []
-        for index, key in enumerate(keys):
-            decided, value = overlay.lookup(key) if overlay is not None else (False, None)
-            if decided:
-                found[index] = value
-            else:
-                missing.append(index)
-        if missing:
-            core = self._core
-            stored = await core.store.kv_get(core.actor_id, [keys[i] for i in missing])
-            for index, value in zip(missing, stored, strict=True):
-                found[index] = value
-        return found
+        if not self._overlay:
+            return await self._stored(keys)
+        return await self._overlay.snapshot().read(keys, self._stored)
 
     async def scan(
         self, start: bytes, end: bytes | None, reverse: bool, limit: int | None
     ) -> list[tuple[bytes, bytes]]:
         """The records in ``[start, end)``, staged writes included."""
-        core = self._core
         if not self._overlay:
-            return await core.store.kv_list(
-                core.actor_id, start=start, end=end, reverse=reverse, limit=limit
-            )
-        overlay = self._overlay.snapshot()
-        rows = await core.store.kv_list(
-            core.actor_id,
-            start=start,
-            end=end,
-            reverse=reverse,
-            limit=overlay.below_limit(start, end, limit),
+            return await self._listed(start, end, reverse, limit)
+        return await self._overlay.snapshot().scan(start, end, reverse, limit, self._listed)
+
+    async def _stored(self, keys: Sequence[bytes]) -> list[bytes | None]:
+        core = self._core
+        return await core.store.kv_get(core.actor_id, keys)
+
+    async def _listed(
+        self, start: bytes, end: bytes | None, reverse: bool, limit: int | None
+    ) -> list[tuple[bytes, bytes]]:
+        core = self._core
+        return await core.store.kv_list(
+            core.actor_id, start=start, end=end, reverse=reverse, limit=limit
         )
-        return overlay.merge(rows, start, end, reverse, limit)
 
     def put(self, key: bytes, value: bytes) -> None:
         """Stage a put."""
