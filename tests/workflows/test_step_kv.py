@@ -107,3 +107,30 @@ async def test_step_writes_survive_a_restart(tmp_path: Path) -> None:
         handle = env.client.wf.get_or_create("w")
         assert await handle.dump() == [["a", "second"], ["bad", "half"]]
     assert len(SEEN) == 2  # the finished workflow ran no step again
+
+
+async def _reserve(step: StepContext) -> str:
+    step.kv.put("seat", "held")
+    return "r1"
+
+
+async def _release(step: StepContext, output: str) -> None:
+    step.kv.delete("seat")
+    step.kv.put("released", output)
+
+
+async def _saga(ctx: WorkflowContext) -> None:
+    await ctx.rollback_checkpoint("start")
+    await ctx.step("reserve", _reserve, rollback=_release)
+    await ctx.step("charge", doomed, max_retries=0)
+
+
+async def test_a_rollback_handler_writes_with_its_record() -> None:
+    saga = setup(use={"saga": workflow(state={}, run=_saga, actions={"dump": dump})})
+    async with ActorTestEnv(saga, store="sqlite") as env:
+        handle = env.client.saga.get_or_create("s")
+        await handle.resolve()
+        await env.settle()
+        # `charge` ran out of retries (its `never` is not written); the compensation of
+        # `reserve` ran and its writes committed.
+        assert await handle.dump() == [["released", "r1"]]
