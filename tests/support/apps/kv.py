@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from perdure import ActionContext, actor
+from perdure import ActionContext, actor, setup
 
 
 async def put_text(c: ActionContext, key: str, value: str) -> bool:
@@ -53,14 +53,21 @@ async def roundtrip_array_buffer(c: ActionContext, key: str, values: list[int]) 
     return list(result)
 
 
-kv_actor = actor(
-    state={},
-    actions={
-        "putText": put_text,
-        "getText": get_text,
-        "listText": list_text,
-        "listTextRange": list_text_range,
-        "deleteTextRange": delete_text_range,
-        "roundtripArrayBuffer": roundtrip_array_buffer,
-    },
-)
+KV_ACTIONS: dict[str, Any] = {
+    "putText": put_text,
+    "getText": get_text,
+    "listText": list_text,
+    "listTextRange": list_text_range,
+    "deleteTextRange": delete_text_range,
+    "roundtripArrayBuffer": roundtrip_array_buffer,
+}
+kv_actor = actor(state={}, actions=KV_ACTIONS)
+
+
+async def put_bytes(c: ActionContext, key: bytes, value: Any) -> None:
+    await c.kv.put(key, value)
+
+
+# `perdure serve tests.support.apps.kv:registry` (the admin API and CLI tests); putBytes
+# writes a bytes key (given as a Uint8Array over the wire).
+registry = setup(use={"kvActor": actor(state={}, actions={**KV_ACTIONS, "putBytes": put_bytes})})
