@@ -3,7 +3,7 @@ prefix and by range (ascending and descending, with a limit), str and bytes keys
 apart, any stored value round-tripping; reads see the actor's own writes before they
 are durable (listing merges them with the store's records, limits included); writes are
 durable with the action's commit and not before; the bounds refuse with kv.* codes;
-the records survive a restart, and a destroyed actor's go with it."""
+the records survive a restart. On the memory, SQLite and PostgreSQL stores."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from perdure.errors import PerdureError
 from perdure.store import SQLiteStore
 from perdure.store.kv import MAX_KEY_SIZE, MAX_VALUE_SIZE, MAX_WRITES, encode_key
 from perdure.testing import ActorTestEnv
+from tests.support.postgres import drop_schema, new_schema_name, postgres_store, require_postgres
 
 GATE: dict[str, asyncio.Event] = {}
 
@@ -106,11 +107,20 @@ store = actor(
 registry = setup(use={"kvs": store})
 
 
-@pytest.fixture(params=["memory", "sqlite"])
+@pytest.fixture(params=["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 async def env(request: pytest.FixtureRequest) -> AsyncIterator[ActorTestEnv]:
     GATE.clear()
-    async with ActorTestEnv(registry, store=request.param) as test_env:
-        yield test_env
+    if request.param != "postgres":
+        async with ActorTestEnv(registry, store=request.param) as test_env:
+            yield test_env
+        return
+    require_postgres()
+    schema = new_schema_name()
+    try:
+        async with ActorTestEnv(registry, store=postgres_store(schema)) as test_env:
+            yield test_env
+    finally:
+        drop_schema(schema)
 
 
 async def test_get_put_delete_and_values_round_trip(env: ActorTestEnv) -> None:
