@@ -3,10 +3,10 @@ from a directory outside the checkout (so only the installed package can be impo
 
 It writes a one-actor app, serves it with ``python -m perdure serve`` on a free loopback
 port and a data directory of its own, calls an action twice through the blocking client,
-loads the inspector page and one of the assets it links, prints a page of the installed
-documentation (``perdure docs edge``), then stops the server with
-SIGTERM and expects exit status 0. Every wait is bounded. Exits 0 when all of it worked,
-1 with the reason (and the server's output) when not.
+loads the inspector page and one of the assets it links, prints pages of the installed
+documentation (``perdure docs edge``, and ``workflows/steps`` of the guide's folder),
+then stops the server with SIGTERM and expects exit status 0. Every wait is bounded.
+Exits 0 when all of it worked, 1 with the reason (and the server's output) when not.
 """
 
 from __future__ import annotations
@@ -87,14 +87,15 @@ def _check(url: str, server: subprocess.Popen[bytes]) -> None:
     if not assets:
         raise AssertionError("the inspector page links no asset")
     _get(url + assets[0] if assets[0].startswith("/") else assets[0])
-    page = subprocess.run(
-        [sys.executable, "-m", "perdure", "docs", "edge"],
-        capture_output=True,
-        text=True,
-        timeout=HTTP_TIMEOUT_S,
-    )
-    if page.returncode != 0 or not page.stdout.startswith("# The network edge"):
-        raise AssertionError(f"`perdure docs edge` printed no page: {page.stderr}")
+    for topic, title in (("edge", "# The network edge"), ("workflows/steps", "# Steps and")):
+        page = subprocess.run(
+            [sys.executable, "-m", "perdure", "docs", topic],
+            capture_output=True,
+            text=True,
+            timeout=HTTP_TIMEOUT_S,
+        )
+        if page.returncode != 0 or not page.stdout.startswith(title):
+            raise AssertionError(f"`perdure docs {topic}` printed no page: {page.stderr}")
     server.send_signal(signal.SIGTERM)
     status = server.wait(timeout=STOP_TIMEOUT_S)
     if status != 0:

@@ -21,6 +21,13 @@ def test_without_a_topic_it_lists_every_page_with_its_title(
     for page in DOCS.glob("*.md"):
         assert re.search(rf"^  {re.escape(page.stem.lower())} +\S", listed, re.MULTILINE), page
     assert "The network edge" in listed  # edge.md's title
+    # A folder of pages (a guide): its pages by folder/name, its README by the folder's.
+    guide = sorted((DOCS / "workflows").glob("*.md"))
+    assert len(guide) > 1
+    for page in guide:
+        topic = "workflows" if page.stem == "README" else f"workflows/{page.stem.lower()}"
+        assert re.search(rf"^  {re.escape(topic)} +\S", listed, re.MULTILINE), page
+    assert re.search(r"^  workflows/steps +Steps and retries$", listed, re.MULTILINE)
 
 
 def test_a_topic_prints_its_page_whatever_the_case_or_suffix(
@@ -28,6 +35,22 @@ def test_a_topic_prints_its_page_whatever_the_case_or_suffix(
 ) -> None:
     assert main(["docs", "Edge.md"]) == 0
     assert capsys.readouterr().out == (DOCS / "edge.md").read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize(
+    ("topic", "page"),
+    [
+        ("workflows/steps", "workflows/steps.md"),
+        ("Workflows/Steps.md", "workflows/steps.md"),
+        ("workflows", "workflows/README.md"),
+        ("workflows/README.md", "workflows/README.md"),
+    ],
+)
+def test_a_page_of_a_guide_is_named_with_its_folder(
+    topic: str, page: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["docs", topic]) == 0
+    assert capsys.readouterr().out == (DOCS / page).read_text(encoding="utf-8")
 
 
 def test_an_unknown_topic_is_refused_with_a_code_and_the_list(

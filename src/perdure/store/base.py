@@ -496,6 +496,15 @@ class Store(ABC):
         (the runtime ignores one past its retention until a commit prunes it)."""
 
     @abstractmethod
+    async def load_idempotency_keys(
+        self, actor_id: str, since: int, limit: int
+    ) -> list[tuple[str, int]]:
+        """``(key, created_at)`` of the actor's newest ``limit`` idempotency keys created
+        at or after ``since`` (epoch ms), newest first (``[]`` when ``limit <= 0``). One
+        range of the index on ``(actor_id, created_at)``: what a live actor keeps in
+        memory so that a fresh key costs no read (docs/idempotency.md)."""
+
+    @abstractmethod
     async def kv_get(self, actor_id: str, keys: Sequence[bytes]) -> list[bytes | None]:
         """The stored values of the actor's KV ``keys``, in the order asked, ``None``
         for a key that has no record (store/kv.py). One round trip for the batch."""

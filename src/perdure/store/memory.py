@@ -428,6 +428,18 @@ class MemoryStore(Store):
         self._check_open()
         return self._keys.get(actor_id, {}).get(key)
 
+    async def load_idempotency_keys(
+        self, actor_id: str, since: int, limit: int
+    ) -> list[tuple[str, int]]:
+        """The newest ``limit`` keys created at or after ``since``, newest first."""
+        self._check_open()
+        if limit <= 0:
+            return []
+        keys = self._keys.get(actor_id, {}).values()
+        found = [(k.key, k.created_at) for k in keys if k.created_at >= since]
+        found.sort(key=lambda pair: pair[1], reverse=True)
+        return found[:limit]
+
     async def kv_get(self, actor_id: str, keys: Sequence[bytes]) -> list[bytes | None]:
         """The values of the actor's KV ``keys`` (``None``: no record)."""
         self._check_open()

@@ -31,10 +31,10 @@ from perdure.errors import ArgumentError, StepContextExpired
 from perdure.queue_message import QueueMessage
 from perdure.store.kv import KvLayer
 from perdure.store.kv_api import Kv
+from perdure.workflows.step_queue import StepQueue
 
 if TYPE_CHECKING:
     from perdure.workflows.port import ActorClient, ActorIdentity, WorkflowHost
-    from perdure.workflows.receive import StepQueue
 
 __all__ = [
     "ChildWorkflow",
@@ -505,7 +505,10 @@ class StepContext(_ActorIdentity):
         self.location = location
         self._live = True
         self._events: list[tuple[str, tuple[Any, ...]]] = []
-        self._kv: KvLayer | None = None  # the step's KV writes, made at first use
+        # Sends wait for the attempt to succeed: a failed one sends nothing, so its
+        # retry does not send twice (``(queue, checked body, delay s, at ms)``).
+        self._sends: list[tuple[str, Any, float | None, int | None]] = []
+        self._kv: KvLayer | None = None  # the step's KV writes
 
     def _check(self, feature: str) -> None:
         if not self._live:
@@ -514,20 +517,26 @@ class StepContext(_ActorIdentity):
                 f"(step `{self.location}` has finished)."
             )
 
+    def stage_effects(self) -> None:
+        """The attempt succeeded: stage its sends (all of them or, when the queue has no
+        room for all, none: ``queue.full``) and its KV writes, for the step's commit."""
+        sends, self._sends = self._sends, []
+        if sends:
+            queue = self._host.require_queue()
+            queue.check_room(len(sends))
+            for name, body, delay, at in sends:
+                queue.enqueue(name, body, validated=True, delay=delay, at=at)
+        if self._kv is not None:
+            self._kv.keep()
+
     def close(self) -> list[tuple[str, tuple[Any, ...]]]:
-        """End the step (a failed one: its KV writes are dropped); return the events it
-        broadcast (delivered after commit)."""
+        """End the step; return the events it broadcast (delivered after commit). Sends and
+        KV writes not staged by :meth:`stage_effects` (a failed attempt's) are dropped."""
         self._live = False
+        self._sends = []
         self._kv = None
         events, self._events = self._events, []
         return events
-
-    def finish(self) -> list[tuple[str, tuple[Any, ...]]]:
-        """End a step that succeeded: stage its KV writes for the step's commit, then
-        :meth:`close`."""
-        if self._kv is not None:
-            self._kv.keep()
-        return self.close()
 
     @property
     def state(self) -> Any:
@@ -561,17 +570,13 @@ class StepContext(_ActorIdentity):
     def queue(self) -> StepQueue:
         """``queue.send``: enqueue a message, committed together with the step."""
         self._check("queue")
-        from perdure.workflows.receive import StepQueue  # receive.py imports this module
-
-        return StepQueue(self._check, self._host)
+        return StepQueue(self)
 
     @property
     def kv(self) -> Kv:
-        """The actor's KV space, as ``c.kv`` (docs/storage.md): the step's writes commit
-        with the step; a step that fails writes none of them."""
+        """The actor's KV space as ``c.kv``; a failed attempt's writes are dropped."""
         self._check("kv")
-        if self._kv is None:
-            self._kv = KvLayer(self._host.kv())
+        self._kv = self._kv or KvLayer(self._host.kv())  # made at first use
         return Kv(self._kv)
 
     def client(self) -> ActorClient:

@@ -405,8 +405,20 @@ class _CheckQueue:
         return self._definition.message_body(name, plain)
 
     def enqueue(
-        self, name: str, body: Any, *, delay: float | None = None, at: int | None = None
+        self,
+        name: str,
+        body: Any,
+        *,
+        validated: bool = False,
+        delay: float | None = None,
+        at: int | None = None,
     ) -> object:
+        raise Frontier("would send a message")
+
+    def check_send(self, name: str, body: Any) -> Any:
+        raise Frontier("would send a message")
+
+    def check_room(self, count: int) -> None:
         raise Frontier("would send a message")
 
 

@@ -1,22 +1,19 @@
 """Queue receives: ``ctx.queue.next`` records a message in history and removes it from
-the queue in one transaction (DESIGN §3.2), so a message is never lost or applied twice.
-And a step's sends (``step.queue.send``), which commit with the step."""
+the queue in one transaction (DESIGN §3.2), so a message is never lost or applied twice."""
 
 from __future__ import annotations
 
-import datetime as _dt
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
-from perdure._time import send_delay
 from perdure.errors import QueueError
 from perdure.queue_message import QueueMessage
 from perdure.store.encoding import decode_value
 from perdure.workflows.core import RunnerCore, message_names
 from perdure.workflows.history import Entry, child_location
-from perdure.workflows.port import MessageQueue, WorkflowHost
+from perdure.workflows.port import MessageQueue
 
-__all__ = ["ReceivePrimitives", "StepQueue"]
+__all__ = ["ReceivePrimitives"]
 
 
 class ReceivePrimitives(RunnerCore):
@@ -142,34 +139,3 @@ class _CompletionRecorder:
             self._runner.history.touch(self._location)
             self._runner.stage()
         await self._queue.complete(message, response)
-
-
-class StepQueue:
-    """``step.queue``: ``send`` stages a message for the step's commit."""
-
-    def __init__(self, check: Callable[[str], None], host: WorkflowHost) -> None:
-        self._check = check
-        self._host = host
-
-    async def send(
-        self,
-        name: str,
-        body: Any,
-        *,
-        delay: float | _dt.timedelta | None = None,
-        at: _dt.datetime | int | None = None,
-    ) -> None:
-        """Enqueue a message; it becomes durable with the step's commit. ``delay`` or
-        ``at``: a delayed send, received from then on (docs/queues.md)."""
-        self._check("queue.send")
-        seconds, at_ms = send_delay(delay, at, wait=False, call="ctx.queue.send()")
-        host = self._host
-        span = host.observer.queue_send(host, name)  # counted like any other send
-        try:
-            host.require_queue().enqueue(name, body, delay=seconds, at=at_ms)
-        except BaseException as exc:
-            if span is not None:
-                span.end(exc)
-            raise
-        if span is not None:
-            span.end(None)

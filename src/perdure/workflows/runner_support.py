@@ -91,6 +91,7 @@ class RollbackRegistry:
                 result = item.handler(context, item.entry.data.get("o"))
                 if inspect.isawaitable(result):
                     await result
+                context.stage_effects()
             except Exception as exc:
                 context.close()
                 await runner.report_error(
@@ -103,7 +104,7 @@ class RollbackRegistry:
                     }
                 )
                 raise
-            events = context.finish()
+            events = context.close()
             item.entry.data["rb"] = True
             runner.history.touch(item.location)
             runner.publish(events)

@@ -53,6 +53,7 @@ class StepPrimitives(RunnerCore):
             try:
                 # Recorded and returned plain (models dumped), as a replay returns it.
                 output = to_plain(await run_step_fn(fn, step_context, timeout))
+                step_context.stage_effects()  # with the step's record, in one commit
             except Exception as exc:
                 step_context.close()
                 if span is not None:
@@ -65,7 +66,7 @@ class StepPrimitives(RunnerCore):
                 if span is not None:
                     span.end(exc)
                 raise
-            events = step_context.finish()  # the step's KV writes join its commit
+            events = step_context.close()
             errors = entry.data.get("errors")  # kept from attempts before a retry
             entry.status = "completed"
             entry.data = {"o": output, "a": attempts}

@@ -107,23 +107,8 @@ class ActorQueue:
         due = None if delay is None and at is None else self._due(delay, at)
         if not validated:
             body = self._core.definition.validate_message(name, body)
-        options = self._core.options
-        if len(self._messages) >= options.max_queue_size:
-            # rivetkit 2.3.19's texts and metadata (rivetkit-core's QueueFull and
-            # QueueMessageTooLarge), byte for byte.
-            raise QueueError(
-                f"Queue is full. Limit is {options.max_queue_size} messages.",
-                code="full",
-                metadata={"limit": options.max_queue_size},
-            )
-        data = encode_value(body, what=f"message for queue `{name}`")
-        if len(data) > options.max_queue_message_size:
-            raise QueueError(
-                f"Queue message too large ({len(data)} bytes). "
-                f"Limit is {options.max_queue_message_size} bytes.",
-                code="message_too_large",
-                metadata={"size": len(data), "limit": options.max_queue_message_size},
-            )
+        self.check_room(1)
+        data = self._encoded(name, body)
         observer = self._core.observer
         # The sender's trace context goes with the message, so that its consumer is
         # traced in the sender's trace, after a restart too (docs/tracing.md).
@@ -138,6 +123,34 @@ class ActorQueue:
         else:
             self.leases.rearm()  # the alarm (and timer) of the earliest hidden message
         return record
+
+    def check_send(self, name: str, body: Any) -> Any:
+        """Check a message now (its queue, schema and size) without staging it: a
+        workflow step's send is staged only once the step succeeds (docs/queues.md)."""
+        body = self._core.definition.validate_message(name, body)
+        self._encoded(name, body)
+        return body
+
+    def check_room(self, count: int) -> None:
+        """Fail with ``queue.full`` unless ``count`` more messages fit."""
+        limit = self._core.options.max_queue_size
+        if len(self._messages) + count > limit:
+            # rivetkit 2.3.19's texts and metadata (rivetkit-core's QueueFull and
+            # QueueMessageTooLarge), byte for byte.
+            raise QueueError(
+                f"Queue is full. Limit is {limit} messages.", code="full", metadata={"limit": limit}
+            )
+
+    def _encoded(self, name: str, body: Any) -> bytes:
+        data = encode_value(body, what=f"message for queue `{name}`")
+        limit = self._core.options.max_queue_message_size
+        if len(data) > limit:
+            raise QueueError(
+                f"Queue message too large ({len(data)} bytes). Limit is {limit} bytes.",
+                code="message_too_large",
+                metadata={"size": len(data), "limit": limit},
+            )
+        return data
 
     def _due(self, delay: float | None, at: int | None) -> int | None:
         """When a delayed send becomes visible (``None``: at once)."""

@@ -73,6 +73,7 @@ from perdure.store.postgres.sql import (
     LOAD_FIRES,
     LOAD_HISTORY,
     LOAD_KEY,
+    LOAD_KEYS,
     LOAD_QUEUE,
     LOAD_SCHEDULES,
     NEXT_WAKE_AT,
@@ -394,6 +395,16 @@ class PostgresStore(Store):
             return None
         key, fingerprint, created_at, answer = rows[0]
         return IdempotencyRecord(key, fingerprint, created_at, bytes(answer))
+
+    async def load_idempotency_keys(
+        self, actor_id: str, since: int, limit: int
+    ) -> list[tuple[str, int]]:
+        """The newest ``limit`` keys created at or after ``since``, newest first."""
+        if limit <= 0:
+            self._check_open()
+            return []
+        rows = await self._rows(LOAD_KEYS, (actor_id, since, limit))
+        return [(row[0], row[1]) for row in rows]
 
     async def kv_get(self, actor_id: str, keys: Sequence[bytes]) -> list[bytes | None]:
         """The values of the actor's KV ``keys`` (``None``: no record), in one query."""

@@ -100,6 +100,12 @@ _LOAD_KEY = (
     "SELECT key, fingerprint, created_at, answer FROM idempotency_keys"
     " WHERE actor_id = ? AND key = ?"
 )
+# Served by the index idempotency_keys_age (actor_id, created_at), which holds the key
+# too (the primary key of a WITHOUT ROWID table): one range, no row read.
+_LOAD_KEYS = (
+    "SELECT key, created_at FROM idempotency_keys WHERE actor_id = ? AND created_at >= ?"
+    " ORDER BY created_at DESC LIMIT ?"
+)
 # The KV space's reads (store/kv.py): one range of the primary key each. LIMIT -1 is
 # SQLite's "no limit"; BLOBs compare with memcmp, the contract's order.
 _KV_LIST = {
@@ -461,6 +467,14 @@ class SQLiteStore(Store):
         """The record of the actor's idempotency key ``key``, or ``None``."""
         rows = self._rows(_LOAD_KEY, (actor_id, key))
         return IdempotencyRecord(*rows[0]) if rows else None
+
+    async def load_idempotency_keys(
+        self, actor_id: str, since: int, limit: int
+    ) -> list[tuple[str, int]]:
+        """The newest ``limit`` keys created at or after ``since``, newest first."""
+        if limit <= 0:
+            return []  # SQLite reads LIMIT -1 as "no limit"
+        return [(row[0], row[1]) for row in self._rows(_LOAD_KEYS, (actor_id, since, limit))]
 
     async def kv_get(self, actor_id: str, keys: Sequence[bytes]) -> list[bytes | None]:
         """The values of the actor's KV ``keys`` (``None``: no record)."""
