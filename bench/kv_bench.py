@@ -1,9 +1,9 @@
 """What an actor's KV space costs as it grows (issue 31, item 1; run by hand).
 
-``python bench/kv_bench.py [--records 100000] [--updates 400] [--rounds 5]``
+``python bench/kv_bench.py [--records 100000] [--updates 400] [--rounds 5] [--store URL]``
 
-In process, on an ``ActorRuntime`` over SQLite (one file, the default store). Three
-actors:
+In process, on an ``ActorRuntime`` over SQLite (one file, the default store), or the
+store ``--store`` names (a PostgreSQL URL: use a fresh schema). Three actors:
 
 - ``empty``: no KV records;
 - ``full``: ``--records`` KV records of about 100 bytes each (100,000: ~10 MB), written
@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from perdure import ActionContext, ActorRuntime, actor, setup
-from perdure.store import SQLiteStore
+from perdure.store import SQLiteStore, open_store
 
 PAD = "x" * 80  # a value of about 100 bytes encoded, with its key
 
@@ -79,7 +79,8 @@ async def per_op(count: int, records: int, one: Callable[[int], Awaitable[Any]])
 
 async def main(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        runtime = ActorRuntime(registry, SQLiteStore(Path(tmp) / "kv.db"))
+        store = open_store(args.store) if args.store else SQLiteStore(Path(tmp) / "kv.db")
+        runtime = ActorRuntime(registry, store)
         async with runtime:
             client = runtime.client()
             empty = client.kv.get_or_create(["empty"])
@@ -118,4 +119,5 @@ if __name__ == "__main__":
     parser.add_argument("--records", type=int, default=100_000)
     parser.add_argument("--updates", type=int, default=400)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--store", help="a store URL (default: SQLite in a temporary file)")
     asyncio.run(main(parser.parse_args()))
