@@ -32,6 +32,8 @@ HTTP status a server answers with. The tree::
     ├── ScheduleNotFound             actor.schedule_not_found (404)
     ├── IdempotencyError             idempotency.* (400, 409)     a key too long, reused for
     │                                                             another request (409) …
+    ├── KvError                      kv.* (400)                   c.kv: a key or value too
+    │                                                             large, too many writes …
     ├── (storage)
     │   ├── StoreUnavailable         store.unavailable (503)      the store did not answer in
     │   │                                                         time; retry (Retry-After)
@@ -100,6 +102,7 @@ from perdure.errors.actor import (
     AccessForbidden,
     AccessUnauthorized,
     IdempotencyError,
+    KvError,
     NoRawHandler,
     ScheduleNotFound,
 )
@@ -198,6 +201,7 @@ __all__ = [
     "InternalError",
     "InvalidRequest",
     "JoinError",
+    "KvError",
     "MessageError",
     "MessageNotDead",
     "MethodNotAllowed",

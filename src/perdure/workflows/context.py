@@ -29,6 +29,8 @@ from perdure._time import (
 )
 from perdure.errors import ArgumentError, StepContextExpired
 from perdure.queue_message import QueueMessage
+from perdure.store.kv import KvLayer
+from perdure.store.kv_api import Kv
 from perdure.workflows.step_queue import StepQueue
 
 if TYPE_CHECKING:
@@ -506,6 +508,7 @@ class StepContext(_ActorIdentity):
         # Sends wait for the attempt to succeed: a failed one sends nothing, so its
         # retry does not send twice (``(queue, checked body, delay s, at ms)``).
         self._sends: list[tuple[str, Any, float | None, int | None]] = []
+        self._kv: KvLayer | None = None  # the step's KV writes
 
     def _check(self, feature: str) -> None:
         if not self._live:
@@ -514,22 +517,24 @@ class StepContext(_ActorIdentity):
                 f"(step `{self.location}` has finished)."
             )
 
-    def stage_sends(self) -> None:
-        """The attempt succeeded: stage its sends, to be committed with the step (all of
-        them or, when the queue has no room for all, none: ``queue.full``)."""
+    def stage_effects(self) -> None:
+        """The attempt succeeded: stage its sends (all of them or, when the queue has no
+        room for all, none: ``queue.full``) and its KV writes, for the step's commit."""
         sends, self._sends = self._sends, []
-        if not sends:
-            return
-        queue = self._host.require_queue()
-        queue.check_room(len(sends))
-        for name, body, delay, at in sends:
-            queue.enqueue(name, body, validated=True, delay=delay, at=at)
+        if sends:
+            queue = self._host.require_queue()
+            queue.check_room(len(sends))
+            for name, body, delay, at in sends:
+                queue.enqueue(name, body, validated=True, delay=delay, at=at)
+        if self._kv is not None:
+            self._kv.keep()
 
     def close(self) -> list[tuple[str, tuple[Any, ...]]]:
-        """End the step; return the events it broadcast (delivered after commit). Sends
-        not staged by :meth:`stage_sends` (a failed attempt's) are dropped."""
+        """End the step; return the events it broadcast (delivered after commit). Sends and
+        KV writes not staged by :meth:`stage_effects` (a failed attempt's) are dropped."""
         self._live = False
         self._sends = []
+        self._kv = None
         events, self._events = self._events, []
         return events
 
@@ -566,6 +571,13 @@ class StepContext(_ActorIdentity):
         """``queue.send``: enqueue a message, committed together with the step."""
         self._check("queue")
         return StepQueue(self)
+
+    @property
+    def kv(self) -> Kv:
+        """The actor's KV space as ``c.kv``; a failed attempt's writes are dropped."""
+        self._check("kv")
+        self._kv = self._kv or KvLayer(self._host.kv())  # made at first use
+        return Kv(self._kv)
 
     def client(self) -> ActorClient:
         """A client for calling other actors."""

@@ -39,6 +39,7 @@ from perdure.errors import EngineSignal, WorkflowFailure
 from perdure.queue_message import QueueMessage
 from perdure.store.base import QueueMessageRecord
 from perdure.store.encoding import decode_value
+from perdure.store.kv import RawKv
 from perdure.telemetry import NO_OBSERVER, Observer
 from perdure.workflows.context import StepContext
 from perdure.workflows.core import maybe_await
@@ -506,6 +507,9 @@ class CheckHost:
 
     def destroy(self) -> None:
         raise Frontier("would destroy the actor")
+
+    def kv(self) -> RawKv:
+        raise Frontier("would read or write the actor's KV space")
 
 
 async def _done() -> None:

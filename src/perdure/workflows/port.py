@@ -20,6 +20,7 @@ from typing import Any, Protocol, TypeVar
 from perdure.handles import Client
 from perdure.queue_message import QueueMessage
 from perdure.store.base import QueueMessageRecord
+from perdure.store.kv import RawKv
 from perdure.telemetry import Observer
 
 __all__ = [
@@ -184,6 +185,11 @@ class StepHost(Protocol):
 
     def destroy(self) -> None:
         """Destroy the actor (in the background, after the caller returns)."""
+        ...
+
+    def kv(self) -> RawKv:
+        """The actor's KV space: reads see its staged writes, writes are staged for
+        its next commit (a step's go in with the step's commit)."""
         ...
 
 

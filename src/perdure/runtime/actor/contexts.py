@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from perdure.errors import AccessForbidden, InternalError, PerdureError
 from perdure.runtime.actor.connections import RequestInfo, current_request
 from perdure.runtime.kernel.core import AbortSignal, ActorCore, StopReason
+from perdure.store.kv_api import Kv
 
 if TYPE_CHECKING:
     from perdure.handles import Client
@@ -157,6 +158,14 @@ class ActorContext:
         from perdure.runtime.schedules.api import ActorCron
 
         return ActorCron(self._instance.schedules)
+
+    @property
+    def kv(self) -> Kv:
+        """The actor's ordered key-value space (docs/storage.md): ``get``, ``get_batch``,
+        ``put``, ``put_batch``, ``delete``, ``delete_batch``, ``delete_range``, ``list``,
+        ``list_range``. Reads see this actor's own writes; writes are durable with the
+        next commit, atomically with the state (an action's, once it returns)."""
+        return Kv(self._instance.core.kv)
 
     async def save_state(self, *, immediate: bool = False) -> None:
         """Persist the state: ``immediate=True`` waits until it is durable."""

@@ -265,6 +265,18 @@ class _AdminApi:
         letters = await self.inspector.dead_letters(actor_id, queue)
         return json_response({"dead_letters": [shown(letter) for letter in letters]})
 
+    async def kv(self, request: Request) -> Response:
+        """``GET /admin/actors/{id}/kv?prefix=&after=&limit=``: one page of the actor's
+        KV records, read without waking it."""
+        query = request.query_params
+        page = await self.inspector.kv(
+            request.path_params["actor_id"],
+            prefix=query.get("prefix"),
+            after=query.get("after") or None,
+            limit=_limit(query.get("limit")),
+        )
+        return json_response(page)
+
     async def requeue(self, request: Request) -> Response:
         """``POST /admin/actors/{id}/dead-letters/{message_id}/requeue``."""
         actor_id = request.path_params["actor_id"]
@@ -367,6 +379,7 @@ def admin_routes(runtime: ActorRuntime, access: AdminAccess) -> list[Route]:
         ),
         Route(actor + "/schedules/{schedule_id}", guard(api.unschedule), methods=["DELETE"]),
         Route(actor + "/dead-letters", guard(api.dead_letters), methods=["GET"]),
+        Route(actor + "/kv", guard(api.kv), methods=["GET"]),
         Route(actor + "/dead-letters/{message_id}/requeue", guard(api.requeue), methods=["POST"]),
         Route(actor + "/dead-letters/{message_id}", guard(api.drop), methods=["DELETE"]),
     ]
