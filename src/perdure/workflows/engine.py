@@ -6,10 +6,9 @@ otherwise the primitive runs and records the result through the host's commits (
 :mod:`perdure.workflows.core`). The engine reaches its actor only through the port of
 :mod:`perdure.workflows.port`.
 
-The primitives are grouped by concept, one module each: steps and retries
-(``steps.py``), loops, sleeps, join, race and try (``flow.py``), queue receives
-(``receive.py``), versioning and recorded values (``versions.py``) and child workflows
-(``children.py``). :class:`WorkflowRunner` combines them.
+The primitives are grouped by concept: steps and retries (``steps.py``), the run's
+path (``flow.py``: loops, sleeps, join, race and try, versioning and recorded values),
+queue receives (``receive.py``) and child workflows (``children.py``). :class:`WorkflowRunner` combines them.
 """
 
 from __future__ import annotations
@@ -29,12 +28,11 @@ from perdure.errors import (
 from perdure.schemas import to_plain
 from perdure.workflows.children import ChildPrimitives
 from perdure.workflows.core import META_LOCATION, maybe_await
-from perdure.workflows.flow import FlowPrimitives
+from perdure.workflows.flow import DeterminismPrimitives, FlowPrimitives, VersionPrimitives
 from perdure.workflows.history import ROOT, Divergence
 from perdure.workflows.receive import ReceivePrimitives
 from perdure.workflows.runner_support import error_info
 from perdure.workflows.steps import StepPrimitives
-from perdure.workflows.versions import DeterminismPrimitives, VersionPrimitives
 
 __all__ = ["META_LOCATION", "WorkflowRunner"]
 
