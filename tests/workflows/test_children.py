@@ -16,13 +16,17 @@ from perdure.definition import queue
 from perdure.errors import (
     ChildWorkflowCancelled,
     ChildWorkflowFailed,
+    PerdureError,
+    RemoteError,
     WorkflowCancelled,
     WorkflowFailed,
 )
+from perdure.handles import WORKFLOW_STATUS_ACTION
 from perdure.registry import Registry
 from perdure.runtime.admin.inspector import ActorInspector
 from perdure.store.encoding import decode_value
 from perdure.workflows import CriticalError
+from perdure.workflows import children as children_module
 
 from .rig import BACKENDS, Rig, eventually, rig_on
 
@@ -353,3 +357,87 @@ async def test_the_inspector_shows_parent_and_children_linked(rig: Rig) -> None:
         "location": "charge",
         "detached": False,
     }
+
+
+class _OnAnotherNode:
+    """A child's handle as a parent sees it in a cluster when the child lives on another
+    node: its errors come back as :class:`RemoteError` (the group, code and status the
+    node answered), and the first ``refusals`` status reads are answered 503, as while
+    its node stops it or cannot reach its store."""
+
+    def __init__(self, inner: Any, refusals: list[str]) -> None:
+        self.inner = inner
+        self.refusals = refusals
+
+    async def action(self, name: str, *args: Any) -> Any:
+        if name == WORKFLOW_STATUS_ACTION and self.refusals:
+            code = self.refusals.pop(0)
+            raise RemoteError({"group": "actor", "code": code, "message": code, "status": 503})
+        return await self._remote(self.inner.action(name, *args))
+
+    async def cancel_workflow(self, reason: str | None = None) -> Any:
+        return await self._remote(self.inner.cancel_workflow(reason))
+
+    async def _remote(self, call: Any) -> Any:
+        try:
+            return await call
+        except PerdureError as exc:
+            error = {"group": exc.group, "code": exc.code, "message": exc.message}
+            raise RemoteError({**error, "metadata": exc.metadata, "status": exc.status}) from None
+
+
+@pytest.fixture
+def remote_children(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every handle the parent uses to reach a child answers as from another node; the
+    list holds the codes of the 503s still to answer to status reads."""
+    refusals: list[str] = []
+    real = children_module._handle
+
+    def handle(runner: Any, actor: str, actor_id: str) -> Any:
+        return _OnAnotherNode(real(runner, actor, actor_id), refusals)
+
+    monkeypatch.setattr(children_module, "_handle", handle)
+    return refusals
+
+
+async def test_a_child_node_answering_503_is_asked_again(
+    rig: Rig, remote_children: list[str]
+) -> None:
+    payment = Payment()
+
+    async def parent(ctx: WorkflowContext) -> Any:
+        child = await ctx.start_child("charge", "payment", input={"amount": 3})
+        return await ctx.wait_child("charged", child)
+
+    remote_children.extend(["stopping", "unavailable"])
+    await rig.start(_registry(parent, payment))
+    await rig.wake("parent")
+    await _go(rig, await _child_id(rig))
+    assert await rig.handle("parent").workflow_result(timeout=10) == {"charged": 3, "by": "go"}
+    assert remote_children == []  # both were answered, then asked again
+
+
+async def test_the_cascade_skips_a_child_whose_node_says_it_ended(
+    rig: Rig, remote_children: list[str]
+) -> None:
+    payment = Payment()
+
+    async def parent(ctx: WorkflowContext) -> Any:
+        waited = await ctx.start_child("waited", "payment", key="w")
+        await ctx.start_child("ended", "payment", key="e")
+        return await ctx.wait_child("waited-done", waited)
+
+    await rig.start(_registry(parent, payment))
+    parent_id = await rig.wake("parent")
+    await eventually(lambda: _recorded(rig, parent_id, "ended"))
+    assert rig.runtime is not None
+    client = rig.runtime.client().actor("payment")
+    await client.get("e").send("go", "early")
+    assert (await client.get("e").workflow_result(timeout=10))["by"] == "early"
+    # The sweep before the end cancels "ended" too: its node answers not_running.
+    await rig.handle("parent").cancel_workflow("stop")
+    with pytest.raises(WorkflowCancelled):
+        await rig.handle("parent").workflow_result(timeout=10)
+    waited = await client.get("w").resolve()
+    await eventually(lambda: _status_is(rig, "payment", waited, "cancelled"))
+    assert (await client.get("e").workflow_status())["status"] == "completed"

@@ -28,7 +28,6 @@ before that replays the cancel and sends them again; a child that has ended answ
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
@@ -42,6 +41,8 @@ from perdure.errors import (
     ChildWorkflowFailed,
     NotOwner,
     PeerUnreachable,
+    PerdureError,
+    RemoteError,
     StoreUnavailable,
     WorkflowCancelled,
     WorkflowError,
@@ -76,6 +77,11 @@ _UNREACHABLE = (
     TimeoutError,
     OSError,
 )
+# The same, answered by the node that holds the other actor: a call forwarded there gets
+# its error back as a RemoteError (group, code and status as answered), so it is told by
+# what it says, as the network clients do: a 503 (unavailable, stopping, its store down
+# …) has not been served now; an abort is the other actor shutting down under the call.
+_UNREACHABLE_REMOTE = frozenset({(ActorAborted.group, ActorAborted.default_code)})
 
 # Backoff (seconds) when another actor cannot be reached: a node down, a move.
 _FIRST_RETRY = 0.5
@@ -195,7 +201,10 @@ class ChildPrimitives(RunnerCore):
             status: dict[str, Any] = await _handle(self, child.actor, child.id).action(
                 WORKFLOW_STATUS_ACTION
             )
-        except ActorNotFound as exc:  # destroyed: it will never end otherwise
+        except PerdureError as exc:
+            if not _answered(exc, ActorNotFound):
+                raise
+            # Destroyed: it will never end otherwise.
             return {"status": "failed", "error": error_info(exc), "output": None}
         return status
 
@@ -227,8 +236,13 @@ class ChildPrimitives(RunnerCore):
             reason = self.control.reason
         text = f"its parent {self.host.actor_id} was cancelled" + (f": {reason}" if reason else "")
         handle = _handle(self, actor, child_id)
-        with contextlib.suppress(WorkflowNotRunning, ActorNotFound):  # ended, or gone
+        try:
             await self.reach(f"cancelling child {child_id}", lambda: handle.cancel_workflow(text))
+        except PerdureError as exc:
+            # Ended, or gone: nothing to cancel. A child on another node says so through
+            # a RemoteError: let through, it would stop this run's cancel short of its end.
+            if not (_answered(exc, WorkflowNotRunning) or _answered(exc, ActorNotFound)):
+                raise
 
     async def child_ended(self, child_id: str) -> None:
         """A child says its run ended (``$workflow_child_ended``). Made busy durably
@@ -295,10 +309,27 @@ class ChildPrimitives(RunnerCore):
         while True:
             try:
                 return await call()
-            except _UNREACHABLE as exc:
+            except Exception as exc:
+                if not _unreachable(exc):
+                    raise
                 self.host.log.warning("%s: %s; trying again in %g s", what, exc, delay)
             await self.wait_until(self.host.now_ms() + int(delay * 1000))
             delay = min(delay * 2, _LONGEST_RETRY)
+
+
+def _unreachable(exc: Exception) -> bool:
+    """Whether ``exc`` says the other actor could not be reached for now (here, or by
+    the node that holds it): worth asking again."""
+    if isinstance(exc, RemoteError):
+        return exc.status == 503 or (exc.group, exc.code) in _UNREACHABLE_REMOTE
+    return isinstance(exc, _UNREACHABLE)
+
+
+def _answered(exc: PerdureError, kind: type[PerdureError]) -> bool:
+    """Whether ``exc`` is a ``kind`` error: raised here, or answered by another node."""
+    if isinstance(exc, kind):
+        return True
+    return isinstance(exc, RemoteError) and (exc.group, exc.code) == (kind.group, kind.default_code)
 
 
 def _handle(runner: RunnerCore, actor: str, actor_id: str) -> Handle:

@@ -8,7 +8,8 @@ otherwise the primitive runs and records the result through the host's commits (
 
 The primitives are grouped by concept: steps and retries (``steps.py``), the run's
 path (``flow.py``: loops, sleeps, join, race and try, versioning and recorded values),
-queue receives (``receive.py``) and child workflows (``children.py``). :class:`WorkflowRunner` combines them.
+queue receives (``receive.py``) and child workflows (``children.py``).
+:class:`WorkflowRunner` combines them.
 """
 
 from __future__ import annotations

@@ -9,10 +9,10 @@ import os
 import sqlite3
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
@@ -20,6 +20,8 @@ from perdure.client import Client
 from tests.scenarios.check.flows import DIRECTORY_VARIABLE
 from tests.scenarios.cli.conftest import perdure_script
 from tests.support.server import REPO_ROOT, ServerProcess
+
+T = TypeVar("T")
 
 CHECK_TIMEOUT = 120.0
 WAIT_TIMEOUT = 20.0
@@ -117,20 +119,35 @@ def stored_locations(database: Path) -> dict[str, set[str]]:
     return found
 
 
+def fill_store(
+    registry: str,
+    stored: Stored,
+    drive: Callable[[str, Path], T],
+    store_args: Sequence[str] = (),
+) -> T:
+    """Serve ``flows.<registry>`` (the old code) on ``stored``'s data directory (or the
+    store ``store_args`` name), ``drive(url, work)`` it, then stop it gracefully;
+    what ``drive`` returned."""
+    server = ServerProcess(
+        f"tests.scenarios.check.flows:{registry}",
+        stored.data,
+        env={DIRECTORY_VARIABLE: str(stored.work)},
+        extra_args=list(store_args),
+    ).start()
+    try:
+        return drive(server.url, stored.work)
+    finally:
+        # A graceful stop lets each workflow reach its wait (the sleep's entry is
+        # written then) before the actors go to sleep.
+        assert server.terminate() == 0, server.log()
+
+
 @pytest.fixture(scope="package")
 def stored(tmp_path_factory: pytest.TempPathFactory) -> Stored:
     root = tmp_path_factory.mktemp("check")
     data, work = root / "data", root / "work"
     work.mkdir()
-    server = ServerProcess(
-        "tests.scenarios.check.flows:old", data, env={DIRECTORY_VARIABLE: str(work)}
-    ).start()
-    try:
-        drive_old_code(server.url, work)
-    finally:
-        # A graceful stop lets each workflow reach its wait (the sleep's entry is
-        # written then) before the actors go to sleep.
-        assert server.terminate() == 0, server.log()
+    fill_store("old", Stored(data, work), drive_old_code)
     locations = stored_locations(data / "perdure.db")
     assert "nap" in locations["sleeping"], locations
     assert "loop/~2/note" in locations["midloop"], locations

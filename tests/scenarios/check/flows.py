@@ -20,6 +20,12 @@ version of the code "about to be deployed" that ``perdure check`` judges:
 Every step body appends ``<version> <location>`` to ``runs-<key>`` in the directory named
 by ``PERDURE_CHECK_DIR``: a test reads there which bodies ran, and the check must add
 nothing.
+
+Child workflows have registries of their own (``family_old`` ran; ``family_same`` is
+unchanged, ``family_renamed`` starts its first child at another location): a ``family``
+parent starts a ``kid`` that completes (or, with ``hold``, waits for a ``go`` message)
+and one that fails, waits for both (catching the failure, unless its input says not to)
+and ends with a step.
 """
 
 from __future__ import annotations
@@ -32,7 +38,9 @@ from typing import Any
 
 from perdure import Loop, StepContext, WorkflowContext, actor, setup, workflow
 from perdure import queue as queue_definition
+from perdure.errors import ChildWorkflowFailed
 from perdure.registry import Registry
+from perdure.workflows import CriticalError
 
 DIRECTORY_VARIABLE = "PERDURE_CHECK_DIR"
 Body = Callable[[WorkflowContext], Awaitable[Any]]
@@ -158,3 +166,56 @@ finished_changed = _registry(_job("B"), _quick("B", second="b2"), _legacy("B"))
 hangs = _registry(_job("B", hangs=True), _quick("B"), _legacy("B"))
 gone = _registry(_job("B"), _quick("B"), None)
 rejects_otherwise = _registry(_job("B"), _quick("B"), _legacy("B"), _order("B", "no seats left"))
+
+
+def _family(version: str, first: str = "ok") -> Body:
+    mark = _marker(version)
+
+    async def run(ctx: WorkflowContext) -> str:
+        plan = ctx.input or {}
+        ok = await ctx.start_child(first, "kid", input={"hold": bool(plan.get("hold"))})
+        bad = await ctx.start_child("bad", "kid", input={"fail": True})
+        output = str(await ctx.wait_child(f"{first}-done", ok))
+        try:
+            await ctx.wait_child("bad-done", bad)
+        except ChildWorkflowFailed as failed:
+            if not plan.get("catch", True):
+                raise
+            output = f"{output}, then {failed.error['message']}"
+        await ctx.step("after", mark)
+        return output
+
+    return run
+
+
+def _kid(version: str) -> Body:
+    mark = _marker(version)
+
+    async def run(ctx: WorkflowContext) -> str:
+        plan = ctx.input or {}
+        if plan.get("hold"):
+            await ctx.queue.next("go", names="go")
+        await ctx.step("work", mark)
+        if plan.get("fail"):
+            await ctx.step("decline", _decline)
+        return "kid done"
+
+    return run
+
+
+def _decline(step: StepContext) -> None:
+    raise CriticalError("card declined")
+
+
+def _family_registry(family: Body, kid: Body) -> Registry:
+    return setup(
+        use={
+            "family": workflow(state={}, run=family, actions={"ping": lambda c: "pong"}),
+            "kid": workflow(state={}, queues={"go": queue_definition()}, run=kid),
+        }
+    )
+
+
+family_old = _family_registry(_family("A"), _kid("A"))
+family_same = _family_registry(_family("B"), _kid("B"))
+family_renamed = _family_registry(_family("B", first="ok2"), _kid("B"))

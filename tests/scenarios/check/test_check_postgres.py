@@ -9,7 +9,6 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from tests.scenarios.check.flows import DIRECTORY_VARIABLE
 from tests.support.postgres import (
     POSTGRES_URL,
     drop_schema,
@@ -17,9 +16,8 @@ from tests.support.postgres import (
     require_postgres,
     schema_url,
 )
-from tests.support.server import ServerProcess
 
-from .conftest import Stored, drive_old_code, runs
+from .conftest import Stored, drive_old_code, fill_store, runs
 
 _TABLES = ("actors", "workflow_history", "queue_messages")
 
@@ -47,19 +45,10 @@ def test_check_on_postgresql(tmp_path: Path) -> None:
 
 def _check_on_postgresql(schema: str, tmp_path: Path) -> None:
     url = schema_url(schema)
-    data, work = tmp_path / "data", tmp_path / "work"
+    work = tmp_path / "work"
     work.mkdir()
-    server = ServerProcess(
-        "tests.scenarios.check.flows:old",
-        data,
-        env={DIRECTORY_VARIABLE: str(work)},
-        extra_args=["--store", url],
-    ).start()
-    try:
-        drive_old_code(server.url, work)
-    finally:
-        assert server.terminate() == 0, server.log()
-    stored = Stored(data, work)
+    stored = Stored(tmp_path / "data", work)
+    fill_store("old", stored, drive_old_code, ["--store", url])
     before, ran = _contents(schema), runs(work, "midloop")
     assert before["workflow_history"], "the old code stored no history"
 

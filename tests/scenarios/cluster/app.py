@@ -1,13 +1,17 @@
 """Actors for the cluster tests: the seed's progress actor (from ``tests.support.apps.crash``), an
 actor whose one-shot schedule records each fire in the file named by
 ``PERDURE_SIDE_EFFECTS`` (``"fire <actor id> <pid>"``), and a watcher that connects to a
-progress actor through ``c.client()`` and keeps the events it receives."""
+progress actor through ``c.client()`` and keeps the events it receives; a mailbox, a
+workflow that takes every message of ``jobs`` and records, in one step each, its body,
+when it took it (epoch ms) and the pid of the node that did."""
 
 from __future__ import annotations
 
+import os
+import time
 from typing import Any
 
-from perdure import actor, setup
+from perdure import StepContext, WorkflowContext, actor, queue, setup, workflow
 from tests.support.apps.crash import progress_actor, record_side_effect_line
 
 
@@ -44,6 +48,32 @@ watcher_actor = actor(
     },
 )
 
+
+async def _take_mail(ctx: WorkflowContext) -> None:
+    async def take(loop: WorkflowContext) -> None:
+        message = await loop.queue.next("mail", names="jobs")
+
+        def record(step: StepContext) -> None:
+            taken = {"body": message.body, "at": int(time.time() * 1000), "pid": os.getpid()}
+            step.state["got"] = [*step.state["got"], taken]
+
+        await loop.step("record", record)
+
+    await ctx.loop("mail", take)
+
+
+mailbox = workflow(
+    state={"got": []},
+    queues={"jobs": queue()},
+    run=_take_mail,
+    actions={"got": lambda c: c.state["got"]},
+)
+
 registry = setup(
-    use={"progressActor": progress_actor, "alarmActor": alarm_actor, "watcher": watcher_actor}
+    use={
+        "progressActor": progress_actor,
+        "alarmActor": alarm_actor,
+        "watcher": watcher_actor,
+        "mailbox": mailbox,
+    }
 )

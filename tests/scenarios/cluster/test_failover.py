@@ -6,6 +6,9 @@ again. Job ``i`` carries ``8**i``, so the final ``sum`` says how many times each
 applied (one base-8 digit per job), as in ``tests/scenarios/crash``. Sends whose outcome is
 unknown (their node died, or the owner stopped answering) are re-sent afterwards only if
 their job is missing from the sum.
+
+Beside it: a paused owner fenced, alarms and delayed sends of a killed node taken once
+by a survivor when due, keyed sends retried after the owner's kill applied once.
 """
 
 from __future__ import annotations
@@ -18,10 +21,12 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from perdure.client import ActorError, AsyncActorHandle, AsyncClient, TransportError, create_client
+from tests.support.admin_api import actor_details
 from tests.support.cluster import Balancer, Cluster, ClusterNode
 from tests.support.lost_answers import LoseAnswerAfter
 from tests.support.postgres import control_local_postgres, require_local_postgres, wait_postgres
@@ -392,3 +397,76 @@ async def test_keyed_retries_leave_no_unknown_outcome_when_each_node_is_killed(
     assert set(counts[KEYED_JOBS:]) <= {0}
     done = {"stage": "completed", "completed": KEYED_JOBS, "total": KEYED_JOBS}
     assert state["progress"] == done
+
+
+# -- delayed sends (docs/queues.md): due after the owner's kill -9 ----------------------
+
+# Seconds: past the takeover (the TTL, then the keyed retry), so that a survivor holds
+# the message, hidden, before it is due.
+DELAY = 5.0
+
+
+async def test_a_delayed_send_is_taken_once_when_due_after_the_owners_kill(
+    tmp_path: Path, start_cluster: StartCluster
+) -> None:
+    """Two mailboxes live on node 0, each sent a message due in DELAY seconds: one
+    through node 1 (forwarded to the owner); the other keyed through HAProxy, its answer
+    lost as node 0 is killed, so the client retries it with its key and a survivor takes
+    the mailbox over and answers from the key's record. Nobody calls the first again:
+    its alarm wakes it on a survivor. Each takes its message once, not before it is due."""
+    nodes = await asyncio.to_thread(start_cluster)
+    owner, other, watcher = nodes
+    owner_pid = owner.pid
+    lost = LoseAnswerAfter("/queue/", owner.kill)
+    with Balancer.in_front_of(nodes, base_dir=tmp_path) as balancer:
+        try:
+            async with create_client(owner.url) as direct:
+                for key in ("alarmed", "retried"):
+                    await direct.mailbox.get_or_create([key]).got()  # awake on node 0
+            async with create_client(other.url) as on_other:
+                alarmed = on_other.mailbox.get_or_create(["alarmed"])
+                await alarmed.send("jobs", "alarmed", delay=DELAY)
+                ids = {"alarmed": await alarmed.resolve()}
+            async with AsyncClient(balancer.url, transport=lost, retries=RETRIES) as client:  # type: ignore[arg-type]
+                retried = client.mailbox.get_or_create(["retried"])
+                ids["retried"] = await retried.resolve()
+                async with asyncio.timeout(30):
+                    assert await retried.send("jobs", "retried", delay=DELAY) is None
+                answered_at = time.time() * 1000
+            due = {key: await _due_at(watcher.url, actor_id) for key, actor_id in ids.items()}
+            assert answered_at < due["retried"], "the retry was answered after the message's due"
+
+            try:
+                async with asyncio.timeout(DELAY + 30):
+                    while not all([await _got(watcher.url, a) for a in ids.values()]):
+                        await asyncio.sleep(0.1)
+            except TimeoutError:
+                seen = {key: await actor_details(watcher.url, a) for key, a in ids.items()}
+                raise AssertionError(f"not taken in time (logs in {tmp_path}): {seen}") from None
+            await asyncio.sleep(1.0)  # a second delivery would show by now
+            await asyncio.to_thread(owner.restart)
+            got = {key: await _got(watcher.url, actor_id) for key, actor_id in ids.items()}
+            queues = [(await actor_details(watcher.url, a))["queue"] for a in ids.values()]
+        finally:
+            for node in nodes:
+                node.kill()
+    assert not lost.armed
+    assert len(lost.keys) == 2
+    assert lost.keys[0] is not None
+    assert lost.keys[0] == lost.keys[1]  # the retry carried the first try's key
+    for key, taken in got.items():
+        assert [item["body"] for item in taken] == [key], got  # taken once
+        assert taken[0]["at"] >= due[key], (key, taken, due)  # not before it was due
+        assert taken[0]["pid"] != owner_pid  # by a survivor
+    assert queues == [[], []]
+
+
+async def _due_at(url: str, actor_id: str) -> int:
+    (message,) = (await actor_details(url, actor_id))["queue"]
+    due_at: int = message["due_at"]
+    return due_at
+
+
+async def _got(url: str, actor_id: str) -> list[dict[str, Any]]:
+    got: list[dict[str, Any]] = (await actor_details(url, actor_id))["state"]["got"]
+    return got

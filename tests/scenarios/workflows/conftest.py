@@ -1,5 +1,7 @@
-"""The ``server`` fixture of the workflow scenarios: a real ``perdure serve`` of the test
-module's ``REGISTRY`` on SQLite, killed after the test."""
+"""The fixtures of the workflow scenarios, each serving the test module's ``REGISTRY``:
+``server``, a real ``perdure serve`` on SQLite, and ``cluster``, three real nodes on
+one fresh PostgreSQL schema (with the environment ``cluster_env`` gives them, which a
+module may override); all killed after the test."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.cluster import Cluster
 from tests.support.server import ServerProcess
 
 
@@ -21,3 +24,24 @@ def server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ServerPro
         yield process
     finally:
         process.kill()
+
+
+@pytest.fixture
+def cluster_env() -> dict[str, str]:
+    """The environment of the ``cluster`` nodes (none of the module's own)."""
+    return {}
+
+
+@pytest.fixture
+def cluster(
+    request: pytest.FixtureRequest, tmp_path: Path, cluster_env: dict[str, str]
+) -> Iterator[Cluster]:
+    """Three nodes of ``request.module.REGISTRY`` on one PostgreSQL schema, with a short
+    lease TTL (2 s): a killed node's actors are taken over quickly."""
+    registry: str = request.module.REGISTRY
+    nodes = Cluster(registry, 3, base_dir=tmp_path, lease_ttl=2.0, env=cluster_env)
+    nodes.start()
+    try:
+        yield nodes
+    finally:
+        nodes.stop()

@@ -5,14 +5,13 @@ of its actor, and a result wait is answered through another node."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from perdure.client import AsyncClient
 from perdure.errors import WorkflowCancelled
+from tests.scenarios.workflows.waiters import check_long_wait
 from tests.support.cluster import Cluster
 from tests.support.wait import eventually
 
@@ -20,16 +19,6 @@ pytestmark = [pytest.mark.postgres, pytest.mark.timeout(180)]
 
 REGISTRY = "tests.scenarios.workflows.control_app:registry"
 WAIT = 30.0
-
-
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[Cluster]:
-    nodes = Cluster(REGISTRY, 3, base_dir=tmp_path, lease_ttl=2.0)
-    nodes.start()
-    try:
-        yield nodes
-    finally:
-        nodes.stop()
 
 
 async def test_a_cancel_through_another_node_compensates_once(cluster: Cluster) -> None:
@@ -89,3 +78,11 @@ async def _logged(handle: Any, line: str) -> bool:
 
 async def _counted_at_least(handle: Any, count: int) -> bool:
     return int(await handle.count()) >= count
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_a_hundred_waiters_through_every_node_on_a_30_s_run(cluster: Cluster) -> None:
+    """The issue's figure on the cluster: the run lives on the first node, the waiters
+    ask all three (two thirds of them forwarded to the owner and held there)."""
+    check_long_wait(cluster.urls, cluster.urls[0])

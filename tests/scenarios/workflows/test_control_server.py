@@ -16,6 +16,7 @@ import pytest
 
 from perdure.client import ActorError, AsyncClient
 from perdure.errors import WorkflowCancelled
+from tests.scenarios.workflows.waiters import check_long_wait, create_timed, wait_all
 from tests.support.server import ServerProcess
 from tests.support.wait import eventually
 
@@ -81,33 +82,22 @@ async def test_a_pause_survives_kill_9_and_a_resume_finishes_the_run(
 def test_a_hundred_waiters_each_wait_in_one_request(server: ServerProcess) -> None:
     """Plain HTTP: each waiter sends one `$workflow_result` and its answer is the end."""
     seconds = 3.0
-    actor_id = asyncio.run(_create_timed(server, {"seconds": seconds, "value": "v!"}))
+    actor_id = asyncio.run(create_timed(server.url, "t", {"seconds": seconds, "value": "v!"}))
     started = time.monotonic()
-    answers = asyncio.run(_waiters(server, actor_id, 100))
+    answers = asyncio.run(wait_all([server.url], actor_id, 100, WAIT))
     elapsed = time.monotonic() - started
     assert [answer["status"] for answer in answers] == ["completed"] * 100
     assert {json.dumps(answer["output"]) for answer in answers} == {'"v!"'}
     assert elapsed < seconds + WAIT  # bounded: every wait has its timeout
 
 
-async def _create_timed(server: ServerProcess, plan: dict[str, Any]) -> str:
-    async with AsyncClient(server.url) as client:
-        handle = await client.timed.create("t", input=plan)
-        return await handle.resolve()
-
-
-async def _waiters(server: ServerProcess, actor_id: str, count: int) -> list[dict[str, Any]]:
-    url = f"{server.url}/gateway/{actor_id}/action/$workflow_result"
-    limits = httpx.Limits(max_connections=count)
-    async with httpx.AsyncClient(timeout=WAIT + 5, limits=limits) as http:
-
-        async def one() -> dict[str, Any]:
-            answer = await http.post(url, json={"args": [WAIT]})
-            assert answer.status_code == 200, answer.text
-            output: dict[str, Any] = answer.json()["output"]
-            return output
-
-        return list(await asyncio.gather(*(one() for _ in range(count))))
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_a_hundred_waiters_on_a_30_s_run_each_wait_in_one_request(
+    server: ServerProcess,
+) -> None:
+    """The issue's figure: a run of 30 s, each waiter's one request held until its end."""
+    check_long_wait([server.url], server.url)
 
 
 async def _logged(handle: Any, line: str) -> bool:
