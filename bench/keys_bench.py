@@ -11,13 +11,17 @@ keyed (a fresh ``Idempotency-Key`` per send), rounds alternating in one sitting:
   (``AsyncClient``: ``retries=0``, no key, against the default, which makes a key per
   send so that it can retry).
 
-Prints sends/s per round and the medians; ``keyed ÷ plain`` is the cost of a key.
+Prints sends/s per round and the medians; ``plain ÷ keyed`` is the cost of a key. Also
+the CPU time per send of the process that runs the engine (this one in process; the
+server over HTTP, read from ``/proc``): on a machine shared with other work, throughput
+varies with what else runs, while CPU time per send barely does.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
 import sys
 import tempfile
@@ -38,20 +42,40 @@ from perdure.client import create_client
 from perdure.store import SQLiteStore
 
 Round = Callable[[str, bool], Awaitable[float]]
+_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 MAILBOX = actor(state={}, queues={"jobs": queue()}, options={"max_queue_size": 1_000_000})
 
 
-async def _spread(sends: int, senders: int, one: Callable[[int], Awaitable[None]]) -> float:
-    """Seconds for ``sends`` calls of ``one`` by ``senders`` concurrent loops."""
+def _cpu_seconds(pid: int | None) -> float | None:
+    """CPU seconds used so far by this process (``None``) or process ``pid`` (Linux's
+    /proc, in clock ticks: 10 ms; ``None`` where there is none)."""
+    if pid is None:
+        return time.process_time()
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / _TICKS  # utime + stime
+
+
+async def _spread(
+    sends: int, senders: int, one: Callable[[int], Awaitable[None]], pid: int | None = None
+) -> tuple[float, float | None]:
+    """Seconds for ``sends`` calls of ``one`` by ``senders`` concurrent loops, and the CPU
+    seconds the engine's process (this one, or ``pid``) used meanwhile."""
     todo = iter(range(sends))
 
     async def sender() -> None:
         for index in todo:
             await one(index)
 
+    cpu = _cpu_seconds(pid)
     started = time.perf_counter()
     await asyncio.gather(*(sender() for _ in range(senders)))
-    return time.perf_counter() - started
+    seconds = time.perf_counter() - started
+    after = _cpu_seconds(pid)
+    return seconds, None if cpu is None or after is None else after - cpu
 
 
 async def in_process(args: argparse.Namespace, rounds: list[tuple[str, bool]]) -> None:
@@ -61,13 +85,17 @@ async def in_process(args: argparse.Namespace, rounds: list[tuple[str, bool]]) -
             client = runtime.client()
             for name, keyed in rounds:
                 handle = client.mailbox.get_or_create([name])
+                # Created before the clock starts: the round times sends only (and code
+                # before the dispatch kept a first send's key dropped the keys of the
+                # sends that raced to create the actor).
+                await handle.resolve()
 
                 async def one(index: int, handle: object = handle, keyed: bool = keyed) -> None:
                     key = f"k{index}" if keyed else None
                     await handle.send("jobs", index, idempotency_key=key)  # type: ignore[attr-defined]
 
-                seconds = await _spread(args.sends, args.senders, one)
-                report("in process", keyed, args.sends / seconds)
+                seconds, cpu = await _spread(args.sends, args.senders, one)
+                report("in process", keyed, args.sends, seconds, cpu)
 
 
 async def over_http(args: argparse.Namespace, rounds: list[tuple[str, bool]]) -> None:
@@ -76,6 +104,8 @@ async def over_http(args: argparse.Namespace, rounds: list[tuple[str, bool]]) ->
             "bench.keys_bench:registry", Path(tmp), extra_args=["--log-level", "warning"]
         )
         await asyncio.to_thread(server.start)
+        assert server.process is not None
+        pid = server.process.pid
         try:
             for name, keyed in rounds:
                 path = f"/gateway/mailbox/queue/jobs?rvt-method=getOrCreate&rvt-key={name}"
@@ -104,8 +134,8 @@ async def over_http(args: argparse.Namespace, rounds: list[tuple[str, bool]]) ->
                     finally:
                         free.append(connection)
 
-                seconds = await _spread(args.sends, args.senders, one)
-                report("HTTP (raw)", keyed, args.sends / seconds)
+                seconds, cpu = await _spread(args.sends, args.senders, one, pid)
+                report("HTTP (raw)", keyed, args.sends, seconds, cpu)
                 for connection in connections:
                     await connection.__aexit__(None, None, None)
             for name, keyed in rounds:
@@ -116,18 +146,24 @@ async def over_http(args: argparse.Namespace, rounds: list[tuple[str, bool]]) ->
                     async def send(index: int, handle: object = handle) -> None:
                         await handle.send("jobs", index)  # type: ignore[attr-defined]
 
-                    seconds = await _spread(args.sends, args.senders, send)
-                report("HTTP (AsyncClient)", keyed, args.sends / seconds)
+                    seconds, cpu = await _spread(args.sends, args.senders, send, pid)
+                report("HTTP (AsyncClient)", keyed, args.sends, seconds, cpu)
         finally:
             server.terminate()
 
 
 RESULTS: dict[tuple[str, bool], list[float]] = {}
+CPU: dict[tuple[str, bool], list[float]] = {}  # µs of the engine's process per send
 
 
-def report(where: str, keyed: bool, rate: float) -> None:
+def report(where: str, keyed: bool, sends: int, seconds: float, cpu: float | None) -> None:
+    rate = sends / seconds
     RESULTS.setdefault((where, keyed), []).append(rate)
-    print(f"{where:20} {'keyed' if keyed else 'plain':6} {rate:8.0f} sends/s", flush=True)
+    line = f"{where:20} {'keyed' if keyed else 'plain':6} {rate:8.0f} sends/s"
+    if cpu is not None:
+        CPU.setdefault((where, keyed), []).append(cpu / sends * 1e6)
+        line += f"  {cpu / sends * 1e6:7.1f} µs CPU/send"
+    print(line, flush=True)
 
 
 registry = setup(use={"mailbox": MAILBOX})
@@ -149,6 +185,12 @@ def main() -> None:
         plain = statistics.median(RESULTS[(where, False)])
         keyed = statistics.median(RESULTS[(where, True)])
         print(f"{where:20} {plain:8.0f} {keyed:8.0f} {plain / keyed:6.2f}x")
+    print("\nmedians (µs CPU per send, of the engine's process): plain, keyed, keyed ÷ plain")
+    for where in ("in process", "HTTP (raw)", "HTTP (AsyncClient)"):
+        if (where, False) in CPU and (where, True) in CPU:
+            plain = statistics.median(CPU[(where, False)])
+            keyed = statistics.median(CPU[(where, True)])
+            print(f"{where:20} {plain:8.1f} {keyed:8.1f} {keyed / plain:6.2f}x")
 
 
 if __name__ == "__main__":

@@ -31,6 +31,7 @@ __all__ = [
     "dump_model",
     "errors_of",
     "find_state_schema",
+    "hints_of",
     "is_model_value",
     "load_state",
     "problems_of",
@@ -159,7 +160,7 @@ def _plain_container(
 # -- action arguments ---------------------------------------------------------------------
 
 
-def _hints_of(fn: Callable[..., Any], names: Sequence[str], what: str) -> dict[str, Any]:
+def hints_of(fn: Callable[..., Any], names: Sequence[str], what: str) -> dict[str, Any]:
     """The resolved annotations of ``names`` (parameters, or ``"return"``) of ``fn``.
 
     Each is resolved on its own, so that the context parameter may name a type imported
@@ -249,7 +250,7 @@ def arg_converter(actor: str, action: str, fn: Callable[..., Any]) -> ArgConvert
         return None
     what = f"Actor `{actor}`, action `{action}`"
     annotated = [p.name for p in params[1:] if p.annotation is not p.empty]
-    hints = _hints_of(fn, annotated, what) if annotated else {}
+    hints = hints_of(fn, annotated, what) if annotated else {}
     if not hints:
         return None
     positional: list[tuple[str, TypeAdapter[Any] | None]] = []
@@ -290,7 +291,7 @@ def find_state_schema(
         return type(state)
     if create_state is not None:
         where = f"Actor `{actor}`, `create_state`"
-        annotation = _hints_of(create_state, ["return"], where).get("return")
+        annotation = hints_of(create_state, ["return"], where).get("return")
         if _is_structured(annotation):
             _adapter_or_fail(annotation, f"Actor `{actor}`, `create_state`")
             return annotation

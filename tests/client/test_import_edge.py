@@ -88,6 +88,17 @@ def test_the_public_client_names_load_no_engine_module() -> None:
     assert _engine_modules(loaded) == []
 
 
+def test_the_typed_clients_load_no_engine_module() -> None:
+    """The bases of the generated typed clients wrap a client: a client process imports
+    them with no more of the engine (their generator, which reads definitions, is for
+    the ``perdure types`` command only)."""
+    loaded = _modules_loaded_by("import perdure.client, perdure.typed")
+    assert "perdure.typed.aio" in loaded
+    assert "perdure.typed.generate" not in loaded
+    typed = {name for name in loaded if name.startswith("perdure.typed")}
+    assert _engine_modules(loaded - typed) == []
+
+
 def test_the_check_sees_an_engine_import() -> None:
     """The check can fail: the runtime does load engine modules."""
     loaded = _modules_loaded_by("import perdure.client, perdure.runtime")

@@ -3,7 +3,9 @@ key's record is written by the commit that carries it, with the commit's other w
 not at all (a fenced commit writes none), ``load_idempotency`` reads it back by actor and
 key, a prune removes the actor's records created before its bound before the commit's
 puts, commits written together keep their keys apart, deleting the actor deletes its
-keys, and the records survive reopening."""
+keys, and the records survive reopening. ``load_idempotency_keys`` lists an actor's
+newest keys of a window, newest first, at most a limit (what a live actor keeps in
+memory so that a fresh key costs no read)."""
 
 from __future__ import annotations
 
@@ -108,6 +110,38 @@ async def test_keys_of_commits_written_together(store: Store) -> None:
     for actor_id in ids[:3]:
         assert await store.load_idempotency(actor_id, f"k-{actor_id}") == key(f"k-{actor_id}")
     assert await store.load_idempotency("a3", "k-a3") is None
+
+
+async def test_load_keys_lists_the_newest_of_a_window(store: Store) -> None:
+    await store.create_actor(record("a1"))
+    await store.create_actor(record("a2", name="other"))
+    assert await store.load_idempotency_keys("a1", 0, 10) == []
+    # Committed out of order, over two commits: the list is by created_at, newest first.
+    await store.commit(ActorCommit("a1", key_put=[key(f"k{at}", at=at) for at in (3, 1, 5)]))
+    await store.commit(sent("a1", 1, key("k4", at=4), key("k2", at=2)))
+    await store.commit(ActorCommit("a2", key_put=[key("other", at=9)]))
+    everything = [("k5", 5), ("k4", 4), ("k3", 3), ("k2", 2), ("k1", 1)]
+    assert await store.load_idempotency_keys("a1", 0, 10) == everything
+    assert await store.load_idempotency_keys("a1", 3, 10) == everything[:3]  # at or after
+    assert await store.load_idempotency_keys("a1", 0, 2) == everything[:2]  # the newest
+    assert await store.load_idempotency_keys("a1", 6, 10) == []
+    assert await store.load_idempotency_keys("a1", 0, 0) == []
+    assert await store.load_idempotency_keys("a1", 0, -1) == []
+    assert await store.load_idempotency_keys("nobody", 0, 10) == []
+    assert await store.load_idempotency_keys("a2", 0, 10) == [("other", 9)]
+    # A key put again moves to its new time; a prune takes keys out of the list.
+    await store.commit(ActorCommit("a1", key_put=[key("k1", at=7)], key_prune=3))
+    assert await store.load_idempotency_keys("a1", 0, 10) == [
+        ("k1", 7),
+        ("k5", 5),
+        ("k4", 4),
+        ("k3", 3),
+    ]
+    long = "k" * 255 + "é"
+    await store.commit(ActorCommit("a2", key_put=[key(long, at=10)]))
+    assert await store.load_idempotency_keys("a2", 10, 1) == [(long, 10)]
+    assert await store.delete_actor("a1")
+    assert await store.load_idempotency_keys("a1", 0, 10) == []
 
 
 async def test_delete_actor_deletes_its_keys(store: Store) -> None:

@@ -58,6 +58,7 @@ class ServerProcess:
         self.port = port or free_port()
         self.env = env or {}
         self.extra_args = extra_args or []
+        self.cwd: Path = REPO_ROOT  # where the command runs
         self.process: subprocess.Popen[bytes] | None = None
         self.starts = 0
         self._log: IO[bytes] | None = None
@@ -79,7 +80,16 @@ class ServerProcess:
         self.starts += 1
         self._close_log()
         self._log = (self.data_dir / f"server-{self.starts}.log").open("wb")
-        command = [
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", **self.env}
+        self.process = subprocess.Popen(
+            self.command(), cwd=self.cwd, env=env, stdout=self._log, stderr=subprocess.STDOUT
+        )
+        self._wait_healthy()
+        return self
+
+    def command(self) -> list[str]:
+        """The command line that starts the server (``perdure serve``)."""
+        return [
             sys.executable,
             "-m",
             "perdure",
@@ -91,12 +101,11 @@ class ServerProcess:
             str(self.data_dir),
             *self.extra_args,
         ]
-        env = {**os.environ, "PYTHONUNBUFFERED": "1", **self.env}
-        self.process = subprocess.Popen(
-            command, cwd=REPO_ROOT, env=env, stdout=self._log, stderr=subprocess.STDOUT
-        )
-        self._wait_healthy()
-        return self
+
+    @property
+    def health_url(self) -> str:
+        """Where :meth:`start` waits for a 200."""
+        return f"{self.url}/health"
 
     def _wait_healthy(self) -> None:
         deadline = time.monotonic() + START_TIMEOUT
@@ -105,7 +114,7 @@ class ServerProcess:
                 if not self.running:
                     raise RuntimeError(f"server exited early:\n{self.log()}")
                 try:
-                    if client.get(f"{self.url}/health").status_code == 200:
+                    if client.get(self.health_url).status_code == 200:
                         return
                 except httpx.TransportError:
                     pass
@@ -149,3 +158,49 @@ class ServerProcess:
         if self._log is not None:
             self._log.close()
             self._log = None
+
+
+class HostAppProcess(ServerProcess):
+    """``python -m uvicorn MODULE:APP`` (or the ``script`` given, run with python): a host
+    ASGI app that mounts perdure at ``mount`` (docs/embedding.md), started from ``cwd``
+    (default the repository); ready once ``{mount}/health`` answers. ``url`` is the
+    host's root."""
+
+    def __init__(
+        self,
+        app: str,
+        data_dir: Path,
+        *,
+        mount: str = "/perdure",
+        env: dict[str, str] | None = None,
+        cwd: Path | None = None,
+        port: int | None = None,
+        script: str | None = None,
+    ) -> None:
+        super().__init__(app, data_dir, env=env, port=port)
+        self.mount = mount
+        self.cwd = cwd or REPO_ROOT
+        self.script = script
+
+    def command(self) -> list[str]:
+        """uvicorn serving the host app; a bounded graceful shutdown (open streams would
+        hold uvicorn's default one for ever)."""
+        if self.script is not None:
+            return [sys.executable, self.script]
+        return [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            self.registry,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--timeout-graceful-shutdown",
+            "5",
+        ]
+
+    @property
+    def health_url(self) -> str:
+        """perdure's ``/health`` under the mount."""
+        return f"{self.url}{self.mount}/health"

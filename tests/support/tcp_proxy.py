@@ -127,6 +127,12 @@ class TcpProxy:
                 return
             writer.write(data)
             await writer.drain()
+        # The sender closed its side: close the same side towards the receiver, as a TCP
+        # connection would. Without this a WebSocket client waits out its close timeout
+        # (10 s) for the server's close, which never reaches it.
+        if not writer.transport.is_closing() and writer.can_write_eof():
+            with contextlib.suppress(OSError):
+                writer.write_eof()
 
 
 async def _cancel_tasks() -> None:

@@ -67,7 +67,7 @@ async def _later(c: ActorContext, seconds: float) -> None:
 async def _listen(c: ActorContext) -> None:
     # A plain run handler: a receive with a timeout, then record what came (or None).
     while True:
-        message = await c.queue.next("inbox", timeout=600)
+        message = await c.queue.next(names="inbox", timeout=600)
         c.state["heard"].append(None if message is None else message.body)
         await c.save_state(immediate=True)
 

@@ -16,6 +16,7 @@ import pytest
 from psycopg import sql
 
 from perdure import ActorRuntime, Registry, WorkflowContext, setup, workflow
+from perdure.runtime import Clock
 from perdure.runtime.local.client import LocalHandle
 from perdure.store import SQLiteStore, Store
 from perdure.workflows.engine import WorkflowRunner
@@ -42,6 +43,7 @@ class Rig:
         self.registry = registry
         self.postgres_schema = postgres_schema
         self.runtime: ActorRuntime | None = None
+        self.clock: Clock | None = None  # the runtime's clock (None: the system's)
 
     def _store(self) -> Store:
         if self.postgres_schema is not None:
@@ -51,7 +53,7 @@ class Rig:
     async def start(self, registry: Registry | None = None) -> ActorRuntime:
         if registry is not None:
             self.registry = registry
-        self.runtime = ActorRuntime(self.registry, self._store())
+        self.runtime = ActorRuntime(self.registry, self._store(), clock=self.clock)
         await self.runtime.start()
         return self.runtime
 

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import time
 from typing import Any
 
 import pytest
 
 from perdure import ActorOptions, StepContext, WorkflowContext, setup, workflow
 from perdure.errors import DefinitionError, WorkflowFailed, WorkflowTimedOut
+from perdure.runtime import SystemClock
 from perdure.store.encoding import decode_value
 from perdure.testing import ActorTestEnv
 from perdure.workflows.history import Entry
@@ -105,6 +107,34 @@ async def test_a_restart_keeps_the_start_and_the_alarm_wakes_the_sleeping_actor(
     log.clear()
     await asyncio.sleep(max(0.0, (started + 2100) / 1000 - _now()))
     await rig.start()  # nobody calls it: the alarm scheduler wakes it for the deadline
+    await eventually(lambda: _ended_failed(rig), timeout=10)
+    assert _meta(rig)["error"]["code"] == "timed_out"
+    assert log == ["finally", "undo r1"]
+
+
+class _SlowWallClock(SystemClock):
+    """A wall clock that runs 10 % slower than the event loop's timer: every timer of the
+    loop ends before this clock has moved as far (uvloop's timers end up to a millisecond
+    or more early in the same way, now and then)."""
+
+    def __init__(self) -> None:
+        self._start = time.time_ns() // 1_000_000
+
+    def now_ms(self) -> int:
+        elapsed = time.time_ns() // 1_000_000 - self._start
+        return self._start + elapsed * 9 // 10
+
+
+async def test_a_timer_that_ends_before_the_wall_clock_does_not_lose_the_deadline(
+    rig: Rig,
+) -> None:
+    """The run sleeps a day; its deadline's timer ends early by the wall clock: the run
+    looks again for what is left, and is not left sleeping past its deadline."""
+    log: list[str] = []
+    seen: list[BaseException] = []
+    rig.clock = _SlowWallClock()
+    await rig.start(setup(use={"wf": workflow(run=_saga(log, seen), timeout=0.5)}))
+    await rig.wake("wf")
     await eventually(lambda: _ended_failed(rig), timeout=10)
     assert _meta(rig)["error"]["code"] == "timed_out"
     assert log == ["finally", "undo r1"]

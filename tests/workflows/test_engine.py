@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from typing import Any
 
+import pytest
+
 from perdure import Loop, StepContext, WorkflowContext, setup, workflow
 from perdure.definition import queue
+from perdure.errors import UserError
 from perdure.workflows import CriticalError
 
 from .rig import Rig, eventually
@@ -159,8 +163,8 @@ async def _ran(log: list[str], expected: list[str]) -> bool:
     return log == expected
 
 
-async def _status_is(rig: Rig, expected: str) -> bool:
-    return (await status_of(rig))["status"] == expected
+async def _status_is(rig: Rig, expected: str, name: str = "wf") -> bool:
+    return (await status_of(rig, name))["status"] == expected
 
 
 async def test_removed_keeps_an_old_history_valid(rig: Rig) -> None:
@@ -472,3 +476,36 @@ async def test_endless_loop_keeps_history_bounded(rig: Rig) -> None:
     assert len(high_water) == 20
     assert max(high_water) <= 50  # 20 kept iterations plus bookkeeping, not 100,000
     assert rig.rows("SELECT count(*) FROM workflow_history")[0][0] <= 50
+
+
+async def test_failing_on_purpose_logs_one_line_and_no_traceback(
+    rig: Rig, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A workflow that compensates, then raises a UserError, answers with it: one warning
+    line, no traceback. Anything else it raises is a bug and keeps its traceback."""
+    undone: list[str] = []
+
+    async def refuse(ctx: WorkflowContext) -> None:
+        await ctx.rollback_checkpoint("start")
+        await ctx.step("reserve", lambda s: "r1", rollback=lambda s, out: undone.append(out))
+        raise UserError("out of stock", code="out_of_stock")
+
+    async def crash(ctx: WorkflowContext) -> None:
+        await ctx.step("reserve", lambda s: "r1")
+        raise KeyError("a bug")
+
+    await rig.start(setup(use={"refuse": workflow(run=refuse), "crash": workflow(run=crash)}))
+    with caplog.at_level(logging.WARNING, logger="perdure"):
+        await rig.wake("refuse")
+        await eventually(lambda: _status_is(rig, "failed", name="refuse"))
+        status = await status_of(rig, "refuse")
+        assert (status["error"]["group"], status["error"]["code"]) == ("user", "out_of_stock")
+        assert undone == ["r1"]
+        refused = [r for r in caplog.records if r.name.startswith("perdure")]
+        assert [r.getMessage() for r in refused] == ["workflow failed: out of stock"]
+        assert all(r.exc_info is None for r in refused)
+        caplog.clear()
+        await rig.wake("crash")
+        await eventually(lambda: _status_is(rig, "failed", name="crash"))
+    tracebacks = [r for r in caplog.records if r.exc_info is not None]
+    assert [r.getMessage() for r in tracebacks] == ["the workflow raised outside a step"]

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from perdure.errors import QueueError
+from perdure.store.kv import RawKv
 from perdure.telemetry import Observer
 from perdure.workflows import StepContext, WorkflowContext
 from perdure.workflows.engine import META_LOCATION, WorkflowRunner
@@ -161,6 +162,9 @@ class FakeHost:
         return awaitable
 
     def destroy(self) -> None:
+        raise NotImplementedError
+
+    def kv(self) -> RawKv:
         raise NotImplementedError
 
 

@@ -1,5 +1,5 @@
 """The admin commands of ``perdure``: ``inspect``, ``workflow`` (``status``, ``retry``,
-``replay``, ``fork``, ``cancel``, ``pause``, ``resume``), ``destroy``.
+``replay``, ``fork``, ``cancel``, ``pause``, ``resume``), ``destroy``, ``kv``.
 
 They work on a running server through its admin API (``/admin/…``, described at
 ``/admin/openapi.json``), found at ``--url`` (``$PERDURE_URL``, default
@@ -47,7 +47,7 @@ from perdure.cli.admin_report import inspect_report, workflow_lines
 
 __all__ = ["ADMIN_COMMANDS", "DEFAULT_URL", "add_admin_commands", "run_admin_command"]
 
-ADMIN_COMMANDS = frozenset({"inspect", "workflow", "destroy", "dead-letters"})
+ADMIN_COMMANDS = frozenset({"inspect", "workflow", "destroy", "dead-letters", "kv"})
 
 _UNSETTLED = frozenset({"pending", "running"})
 _POLL_INTERVAL = 0.2  # seconds between looks at a retried or replayed workflow
@@ -64,7 +64,7 @@ def add_admin_commands(commands: Subparsers[argparse.ArgumentParser]) -> None:
         "inspect",
         parents=[common],
         help="show an actor on a running server: state, queue, schedules, workflow",
-        description="Show one actor of a running server (docs/cli.md).",
+        description="Show one actor of a running server (`perdure docs cli`).",
     )
     add_actor_arguments(inspect)
     inspect.add_argument("--json", action="store_true", help="print the admin API's answer")
@@ -80,6 +80,18 @@ def add_admin_commands(commands: Subparsers[argparse.ArgumentParser]) -> None:
         "--yes", "-y", action="store_true", help="do not ask (needed when stdin is no terminal)"
     )
     destroy.set_defaults(admin_run=_destroy)
+    kv = commands.add_parser(
+        "kv",
+        parents=[common],
+        help="list an actor's KV records on a running server, a page at a time",
+        description="An actor's KV records (c.kv) in key order, as committed.",
+    )
+    add_actor_arguments(kv)
+    kv.add_argument("--prefix", help="only the string keys that start with PREFIX")
+    kv.add_argument("--limit", type=int, default=50, help="records per page (at most 500)")
+    kv.add_argument("--after", metavar="CURSOR", help="the page after CURSOR (printed last)")
+    kv.add_argument("--json", action="store_true", help="print the admin API's answer")
+    kv.set_defaults(admin_run=_kv)
     # Its own module (which uses this one's client): imported here, not at the top.
     from perdure.cli.dead_letters import add_dead_letter_commands
 
@@ -296,4 +308,28 @@ def _destroy(api: AdminApi, args: argparse.Namespace) -> int:
         return 1
     api.call("DELETE", f"/admin/actors/{actor.actor_id}")
     print(f"destroyed {actor.label} (id {actor.actor_id})")
+    return 0
+
+
+def _kv(api: AdminApi, args: argparse.Namespace) -> int:
+    actor = resolve_actor(api, args)
+    params: dict[str, Any] = {"limit": args.limit}
+    for name in ("prefix", "after"):
+        if getattr(args, name) is not None:
+            params[name] = getattr(args, name)
+    answer = api.call("GET", f"/admin/actors/{actor.actor_id}/kv", params=params)
+    if args.json:
+        print_json(answer)
+        return 0
+    records: list[Json] = answer.get("records") or []
+    if not records:
+        print(f"{actor.label}: no KV records{' after the cursor' * bool(args.after)}")
+        return 0
+    for record in records:
+        key = json.dumps(record["key"], ensure_ascii=False)
+        value = json.dumps(record["value"], ensure_ascii=False)
+        value = value if len(value) <= 200 else value[:199] + "…"
+        print(f"{key}  {value}  ({record['size']} bytes)")
+    if answer.get("next"):
+        print(f"more: --after {answer['next']}")
     return 0

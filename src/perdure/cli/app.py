@@ -20,6 +20,9 @@ the live nodes with the number of actors each holds. The nodes authenticate each
 with a secret they agree on through the store when none is given
 (:mod:`perdure.cli.cluster_secret`); ``perdure reset-cluster-secret`` forgets it.
 
+``perdure types module:registry -o app_types.py`` writes the registry's typed clients
+(:mod:`perdure.cli.types_command`).
+
 ``perdure inspect``, ``perdure workflow status|retry|replay`` and ``perdure destroy`` work on
 a running server through its admin API (:mod:`perdure.cli.admin`, docs/cli.md).
 
@@ -44,6 +47,7 @@ from perdure._version import __version__
 from perdure.cli.admin import ADMIN_COMMANDS, add_admin_commands, run_admin_command
 from perdure.cli.check_command import add_check_command, run_check
 from perdure.cli.cluster_secret import RESET_COMMAND, add_reset_command, reset_cluster_secret
+from perdure.cli.docs_command import add_docs_command, run_docs
 from perdure.cli.loading import (
     CliError,
     add_store_options,
@@ -51,8 +55,10 @@ from perdure.cli.loading import (
     open_store_at,
     store_url,
 )
+from perdure.cli.reload import serve_reloading
 from perdure.cli.serve import serve
 from perdure.cli.serve_options import add_serve_command
+from perdure.cli.types_command import add_types_command, run_types
 from perdure.keys import serialize_key
 from perdure.store.base import ActorRecord
 from perdure.store.encoding import decode_value
@@ -68,6 +74,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         if args.command == "serve":
+            if args.reload:
+                return serve_reloading(args, sys.argv[1:] if argv is None else argv)
             return serve(args)
         if args.command == "actors":
             return asyncio.run(_actors(args))
@@ -79,6 +87,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return run_admin_command(args)
         if args.command == "check":
             return run_check(args)
+        if args.command == "docs":
+            return run_docs(args)
+        if args.command == "types":
+            return run_types(args)
     except CliError as exc:
         print(f"perdure: error: {exc}", file=sys.stderr)
         return 2
@@ -102,6 +114,8 @@ def _parser() -> argparse.ArgumentParser:
     add_reset_command(commands)
     add_admin_commands(commands)
     add_check_command(commands)
+    add_docs_command(commands)
+    add_types_command(commands)
     return parser
 
 

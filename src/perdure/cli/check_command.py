@@ -36,7 +36,7 @@ def add_check_command(commands: Any) -> None:
         "check",
         help="replay every stored workflow against this code, before deploying it",
         description="Replay every stored workflow history against the registry given, "
-        "with no side effect, and list what would diverge (docs/check.md).",
+        "with no side effect, and list what would diverge (`perdure docs check`).",
     )
     check.add_argument("registry", help="module:attribute or path/to/file.py:attribute")
     loading.add_store_options(check)

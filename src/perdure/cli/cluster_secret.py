@@ -60,7 +60,7 @@ def add_reset_command(commands: Any) -> None:
         description="Forget the secret the nodes of the cluster on this store share. The next "
         "node to start sets it again: its --cluster-secret, or, without one, a new random "
         "secret the nodes agree on. Nodes still running keep the old one until restarted "
-        "(docs/deploy.md).",
+        "(`perdure docs deploy`).",
     )
     add_store_options(reset)
 

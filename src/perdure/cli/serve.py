@@ -97,8 +97,7 @@ def _serve_on(
         return 1
     _log.info("store: %s", _describe_store(url))
     runtime = ActorRuntime(registry, store, node=node)
-    if args.otel:
-        enable_otel(runtime)
+    stop_tracing = enable_otel(runtime) if args.otel else None
     if node is not None:
         _log.info("cluster node %s, reachable by its peers at %s", node.node_id, node.address)
         if "//127.0.0.1:" in node.address and args.host not in ("127.0.0.1", "localhost"):
@@ -111,18 +110,19 @@ def _serve_on(
     # One count of what the edge refuses, shared by the app (/metrics, the door) and the
     # HTTP protocol (oversized and slow requests).
     refusals = EdgeRefusals()
-    config = uvicorn.Config(
-        create_app(
-            runtime,
-            admin=AdminAccess(
-                enabled=args.admin, token=args.admin_token, trust_forwarded=args.proxy_headers
-            ),
-            metrics=args.metrics,
-            token=args.token,
-            cors_origins=args.cors_origin,
-            caps=caps,
-            refusals=refusals,
+    app = create_app(
+        runtime,
+        admin=AdminAccess(
+            enabled=args.admin, token=args.admin_token, trust_forwarded=args.proxy_headers
         ),
+        metrics=args.metrics,
+        token=args.token,
+        cors_origins=args.cors_origin,
+        caps=caps,
+        refusals=refusals,
+    )
+    config = uvicorn.Config(
+        app,
         host=args.host,
         port=args.port,
         loop="uvloop",
@@ -153,7 +153,7 @@ def _serve_on(
     # handlers it found installed. Installing ours turns that into a clean exit status 0.
     previous = {sig: signal.signal(sig, _stop_requested) for sig in _STOP_SIGNALS}
     try:
-        DrainingServer(config, runtime).run(sockets=[listener])
+        DrainingServer(config, runtime, on_stop=[app.end_streams]).run(sockets=[listener])
     except _StopRequested:
         pass
     finally:
@@ -161,6 +161,8 @@ def _serve_on(
             signal.signal(sig, handler)
         if data_lock is not None:
             data_lock.release()
+        if stop_tracing is not None:
+            stop_tracing()  # bounded: a missing collector does not hold the exit
     _log.info("perdure stopped")
     return 0
 
@@ -177,7 +179,7 @@ def _warn_of_open_settings(args: argparse.Namespace) -> None:
         trusted_proxies=trusted_proxies(args),
     )
     for sentence in open_settings(exposure):
-        _log.warning("open: %s (docs/edge.md, the security model)", sentence)
+        _log.warning("open: %s (`perdure docs edge`, the security model)", sentence)
 
 
 class _StopRequested(Exception):

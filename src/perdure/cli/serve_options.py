@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from perdure.cli.loading import CliError, add_store_options, positive_seconds
+from perdure.cli.reload import RELOAD_FLAG
 from perdure.observe.serving import add_serve_options
 from perdure.runtime import NodeConfig
 from perdure.server.edge.admin_access import admin_token
@@ -60,6 +61,12 @@ def add_serve_command(commands: Any) -> argparse.ArgumentParser:
     )
     add_serve_options(serve)  # --otel, --log-format
     serve.add_argument(
+        RELOAD_FLAG,
+        action="store_true",
+        help="for development: restart the server when a .py file under the current "
+        "directory changes (the data is kept; workflows replay under the new code)",
+    )
+    serve.add_argument(
         "--no-gc-tuning",
         dest="gc_tuning",
         action="store_false",
@@ -99,13 +106,13 @@ def _add_cluster_options(parser: argparse.ArgumentParser) -> None:
         help="the secret nodes present to each other, the same on every node "
         "($PERDURE_CLUSTER_SECRET; the database keeps only its digest); default: the nodes "
         "agree on a random one through the database. A node given another secret than its "
-        "cluster's exits; `perdure reset-cluster-secret` changes it (docs/deploy.md)",
+        "cluster's exits; `perdure reset-cluster-secret` changes it (`perdure docs deploy`)",
     )
 
 
 def _add_admin_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group(
-        "admin", "the admin API, inspector UI and /metrics (docs/inspector.md)"
+        "admin", "the admin API, inspector UI and /metrics (`perdure docs inspector`)"
     )
     group.add_argument(
         "--admin-token",
@@ -126,13 +133,13 @@ def _add_admin_options(parser: argparse.ArgumentParser) -> None:
         action="store_false",
         default=os.environ.get("PERDURE_METRICS", "1").lower() not in ("0", "false", "no", "off"),
         help="serve no /metrics and keep no Prometheus metrics (env PERDURE_METRICS=0; "
-        "docs/metrics.md)",
+        "`perdure docs metrics`)",
     )
 
 
 def _add_client_access_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group(
-        "client access", "the gateway, /actors and /metadata (docs/edge.md)"
+        "client access", "the gateway, /actors and /metadata (`perdure docs edge`)"
     )
     group.add_argument(
         "--token",
@@ -160,7 +167,7 @@ _SLOW_CLIENT_FLAGS = {
 
 def _add_slow_client_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group(
-        "slow clients", "how long a connection may take to send a request (docs/edge.md)"
+        "slow clients", "how long a connection may take to send a request (`perdure docs edge`)"
     )
     group.add_argument(
         "--header-timeout",
@@ -210,7 +217,7 @@ def _add_client_caps_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group(
         "per-client caps",
         "what one client address may hold open and how fast it may create actors; 0: no "
-        "cap (docs/edge.md)",
+        "cap (`perdure docs edge`)",
     )
     group.add_argument(
         "--max-streams-per-client",

@@ -189,7 +189,7 @@ class AsyncActorHandle(HandleBase[AsyncClient], ActionAttributes[Awaitable[Any]]
     @overload
     async def send(
         self,
-        name: str,
+        queue: str,
         body: Any,
         *,
         wait: Literal[False] = False,
@@ -202,7 +202,7 @@ class AsyncActorHandle(HandleBase[AsyncClient], ActionAttributes[Awaitable[Any]]
     @overload
     async def send(
         self,
-        name: str,
+        queue: str,
         body: Any,
         *,
         wait: Literal[True],
@@ -212,7 +212,7 @@ class AsyncActorHandle(HandleBase[AsyncClient], ActionAttributes[Awaitable[Any]]
 
     async def send(
         self,
-        name: str,
+        queue: str,
         body: Any,
         *,
         wait: bool = False,
@@ -221,7 +221,7 @@ class AsyncActorHandle(HandleBase[AsyncClient], ActionAttributes[Awaitable[Any]]
         at: Instant | None = None,
         idempotency_key: str | None = None,
     ) -> QueueResult | None:
-        """Send ``body`` to the actor's queue ``name`` (durably enqueued on return).
+        """Send ``body`` to the actor's queue ``queue`` (durably enqueued on return).
 
         With ``wait=True`` wait until the message is completed or ``timeout`` (seconds
         or a ``timedelta``) passes: a :class:`~perdure.handles.SendResult` with
@@ -234,7 +234,7 @@ class AsyncActorHandle(HandleBase[AsyncClient], ActionAttributes[Awaitable[Any]]
         ``idempotency_key``: applied at most once per key; a retry gets the first answer
         (docs/idempotency.md). Without one, the client makes one when it retries.
         """
-        call = self._queue_call(name, body, wait=wait, timeout=timeout, delay=delay, at=at)
+        call = self._queue_call(queue, body, wait=wait, timeout=timeout, delay=delay, at=at)
         return await self._client._perform(call.keyed(self._key(idempotency_key)))
 
     async def workflow_status(self) -> WorkflowStatus:

@@ -144,7 +144,7 @@ class ActorHandle(HandleBase[Client], ActionAttributes[Any]):
     @overload
     def send(
         self,
-        name: str,
+        queue: str,
         body: Any,
         *,
         wait: Literal[False] = False,
@@ -157,7 +157,7 @@ class ActorHandle(HandleBase[Client], ActionAttributes[Any]):
     @overload
     def send(
         self,
-        name: str,
+        queue: str,
         body: Any,
         *,
         wait: Literal[True],
@@ -167,7 +167,7 @@ class ActorHandle(HandleBase[Client], ActionAttributes[Any]):
 
     def send(
         self,
-        name: str,
+        queue: str,
         body: Any,
         *,
         wait: bool = False,
@@ -176,9 +176,9 @@ class ActorHandle(HandleBase[Client], ActionAttributes[Any]):
         at: Instant | None = None,
         idempotency_key: str | None = None,
     ) -> QueueResult | None:
-        """Send ``body`` to the actor's queue ``name``; see
+        """Send ``body`` to the actor's queue ``queue``; see
         :meth:`perdure.client.AsyncActorHandle.send`."""
-        call = self._queue_call(name, body, wait=wait, timeout=timeout, delay=delay, at=at)
+        call = self._queue_call(queue, body, wait=wait, timeout=timeout, delay=delay, at=at)
         return self._client._perform(call.keyed(self._key(idempotency_key)))
 
     def workflow_status(self) -> WorkflowStatus:

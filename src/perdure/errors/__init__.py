@@ -32,6 +32,8 @@ HTTP status a server answers with. The tree::
     ├── ScheduleNotFound             actor.schedule_not_found (404)
     ├── IdempotencyError             idempotency.* (400, 409)     a key too long, reused for
     │                                                             another request (409) …
+    ├── KvError                      kv.* (400)                   c.kv: a key or value too
+    │                                                             large, too many writes …
     ├── (storage)
     │   ├── StoreUnavailable         store.unavailable (503)      the store did not answer in
     │   │                                                         time; retry (Retry-After)
@@ -60,7 +62,9 @@ HTTP status a server answers with. The tree::
     │   │   └── ClientCapReached     request.too_many_* (429)     one address past its caps
     │   ├── OriginNotAllowed         cors.origin_not_allowed (403)
     │   ├── AdminDenied              admin.unauthorized/forbidden the admin surface refused
-    │   └── NotLocal                 actor.not_local (503)        streamed by another node
+    │   ├── NotLocal                 actor.not_local (503)        streamed by another node
+    │   └── NotStarted               server.not_started (503)     the host app that mounts
+    │                                                             perdure did not start it
     └── (workflow: WorkflowError)    workflow.*
         ├── WorkflowFailure          a step out of retries, a failed join or race
         │   ├── StepExhausted, JoinError, RaceError
@@ -98,6 +102,7 @@ from perdure.errors.actor import (
     AccessForbidden,
     AccessUnauthorized,
     IdempotencyError,
+    KvError,
     NoRawHandler,
     ScheduleNotFound,
 )
@@ -137,6 +142,7 @@ from perdure.errors.edge import (
     ClientCapReached,
     MethodNotAllowed,
     NotLocal,
+    NotStarted,
     OriginNotAllowed,
     RequestRefused,
     RouteNotFound,
@@ -195,12 +201,14 @@ __all__ = [
     "InternalError",
     "InvalidRequest",
     "JoinError",
+    "KvError",
     "MessageError",
     "MessageNotDead",
     "MethodNotAllowed",
     "NoRawHandler",
     "NotLocal",
     "NotOwner",
+    "NotStarted",
     "OriginNotAllowed",
     "PeerForbidden",
     "PeerUnreachable",

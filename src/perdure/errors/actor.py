@@ -1,5 +1,6 @@
 """Errors of requests to a live actor that are not about its own code: access refused,
-no raw handler, no such schedule, an idempotency key refused."""
+no raw handler, no such schedule, an idempotency key refused; and a misuse of the
+actor's KV space."""
 
 from __future__ import annotations
 
@@ -58,3 +59,14 @@ class IdempotencyError(PerdureError):
         super().__init__(message, code=code, metadata=metadata)
         if code in ("key_reused", "answer_not_kept"):
             self.status = 409  # type: ignore[misc]
+
+
+class KvError(PerdureError):
+    """A use of an actor's KV space (``c.kv``, docs/storage.md) refused, 400:
+    ``key_too_large``, ``value_too_large``, ``too_many_writes`` (staged in one commit),
+    ``too_many_keys`` (in one batch read), ``key_invalid`` (not a str or bytes) and
+    ``invalid_range`` (a start and an end of different types)."""
+
+    group = "kv"
+    default_code = "key_invalid"
+    status = 400

@@ -202,7 +202,8 @@ class ArgumentError(PerdureError, TypeError, ValueError):
     ``maxHistory`` for ``max_history``), ``options_object`` (RivetKit's one options
     object, ``every({name, interval})``, where Python takes keywords),
     ``invalid_duration`` (not seconds or a ``timedelta``), ``invalid_time`` (not an
-    aware ``datetime`` or epoch milliseconds).
+    aware ``datetime`` or epoch milliseconds), ``names_twice`` (a receive given its
+    queues both positionally and as ``names=``).
     Raised where the call is made, so the traceback points at it. It is a ``TypeError``
     (what Python raises for a wrong keyword) and a ``ValueError`` (a naive datetime), so
     code written against either keeps working. Public: a caller sees the message.

@@ -14,6 +14,7 @@ __all__ = [
     "ClientCapReached",
     "MethodNotAllowed",
     "NotLocal",
+    "NotStarted",
     "OriginNotAllowed",
     "RequestRefused",
     "RouteNotFound",
@@ -85,3 +86,19 @@ class NotLocal(PerdureError):
 
     default_code = "not_local"
     status = 503
+
+
+class NotStarted(PerdureError):
+    """A request reached perdure's app before its runtime was started: the host app that
+    mounts it did not run its lifespan (503 ``server.not_started``; docs/embedding.md)."""
+
+    group = "server"
+    default_code = "not_started"
+    status = 503
+
+    def __init__(self) -> None:
+        super().__init__(
+            "perdure's runtime has not been started: give the host app perdure's lifespan "
+            "(FastAPI(lifespan=perdure_app.lifespan), or enter `perdure_app.lifespan()` in "
+            "your own), or start the runtime yourself (docs/embedding.md)."
+        )

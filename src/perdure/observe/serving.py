@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import logging
 import os
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from perdure.observe.logs import configure_logging
@@ -36,7 +38,7 @@ def add_serve_options(parser: argparse.ArgumentParser) -> None:
         action=_OtelFlag,
         help="export traces over OTLP/HTTP to $OTEL_EXPORTER_OTLP_ENDPOINT (default "
         "http://localhost:4318), service $OTEL_SERVICE_NAME (default perdure); needs "
-        "pip install 'perdure[otel]' (docs/tracing.md)",
+        "pip install 'perdure[otel]' (`perdure docs tracing`)",
     )
     parser.add_argument(
         "--log-format",
@@ -75,10 +77,20 @@ def otel_installed() -> bool:
     return True
 
 
-def enable_otel(runtime: Any) -> None:
+_log = logging.getLogger("perdure.server")
+
+OTEL_SHUTDOWN_TIMEOUT_S = 2.0
+"""How long a stopping server gives the exporter to send the spans it still holds."""
+
+
+def enable_otel(runtime: Any) -> Callable[[], None]:
     """Trace ``runtime`` and export its spans over OTLP/HTTP, configured by the standard
     ``OTEL_*`` environment variables; the provider becomes OpenTelemetry's global one, so
-    spans that actor code makes join perdure's traces."""
+    spans that actor code makes join perdure's traces.
+
+    Returns what the server calls once it has stopped: it sends the spans still held, for
+    at most :data:`OTEL_SHUTDOWN_TIMEOUT_S`, then stops the exporter, so that a server
+    with no collector to answer still exits promptly."""
     from opentelemetry import trace
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
     from opentelemetry.sdk.resources import SERVICE_NAME, Resource
@@ -91,7 +103,26 @@ def enable_otel(runtime: Any) -> None:
     if str(resource.attributes.get(SERVICE_NAME, "")).startswith("unknown_service"):
         resource = resource.merge(Resource({SERVICE_NAME: "perdure"}))
     # The SDK flushes and shuts the provider down at interpreter exit.
-    provider = TracerProvider(resource=resource)
-    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+    # No exit hook of the SDK's: it would wait out the exporter's retries (its timeout,
+    # 10 s by default) when no collector answers. The server stops the provider itself.
+    provider = TracerProvider(resource=resource, shutdown_on_exit=False)
+    exporter = OTLPSpanExporter()
+    provider.add_span_processor(BatchSpanProcessor(exporter))
     trace.set_tracer_provider(provider)
     enable_tracing(runtime, provider)
+
+    def shut_down() -> None:
+        # The SDK's shutdown takes no time limit: run it on a thread and wait a bounded
+        # time. If it is still retrying then, stopping the exporter ends its retries
+        # (they wait on the exporter's shutdown event); the spans left are dropped.
+        stopping = threading.Thread(target=provider.shutdown, name="otel shutdown", daemon=True)
+        stopping.start()
+        stopping.join(OTEL_SHUTDOWN_TIMEOUT_S)
+        if stopping.is_alive():
+            _log.warning(
+                "spans not exported: the OTLP collector did not answer within %.0f s",
+                OTEL_SHUTDOWN_TIMEOUT_S,
+            )
+            exporter.shutdown()  # type: ignore[no-untyped-call]  # the SDK leaves it untyped
+
+    return shut_down

@@ -444,7 +444,7 @@ def _tag_hook(tag: cbor2.CBORTag, immutable: bool) -> Any:
     # cbor-x writes a Uint8Array that is not a Node Buffer as tag 64 around a byte string.
     if tag.tag == 64 and isinstance(tag.value, bytes):
         return tag.value
-    raise _TagRefused(f"CBOR tag {tag.tag} is not accepted (see docs/edge.md)")
+    raise _TagRefused(f"CBOR tag {tag.tag} is not accepted (see `perdure docs edge`)")
 
 
 class _TagRefused(ValueError):
@@ -453,7 +453,7 @@ class _TagRefused(ValueError):
 
 def _refuse_tag(tag: int) -> Callable[[Any, bool], NoReturn]:
     def refuse(_value: Any, _immutable: bool) -> NoReturn:
-        raise _TagRefused(f"CBOR tag {tag} is not accepted (see docs/edge.md)")
+        raise _TagRefused(f"CBOR tag {tag} is not accepted (see `perdure docs edge`)")
 
     return refuse
 

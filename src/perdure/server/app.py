@@ -25,6 +25,10 @@ Routes:
 
 The app's lifespan starts the runtime (opening the store) and stops it on shutdown: every
 live actor goes to sleep (``on_sleep`` runs, state is flushed) before the store closes.
+
+The app can also be mounted in a host ASGI app, at any prefix: :class:`PerdureApp` is
+both the app to mount and, as ``perdure_app.lifespan``, the lifespan to give the host
+(a host app does not run the lifespans of the apps it mounts). docs/embedding.md.
 """
 
 from __future__ import annotations
@@ -33,18 +37,18 @@ import dataclasses
 import logging
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Mount, Route, WebSocketRoute
+from starlette.routing import BaseRoute, Mount, Route, WebSocketRoute
 
 from perdure._version import __version__
 from perdure.errors import MethodNotAllowed, PerdureError, RouteNotFound
-from perdure.runtime import ActorRuntime
+from perdure.runtime import ActorRuntime, LocalClient
 from perdure.server.admin.metrics import metrics_route
 from perdure.server.admin.routes import admin_routes
 from perdure.server.admin.ui import ui_routes
@@ -60,7 +64,11 @@ from perdure.server.gateway.management import json_response, management_routes
 from perdure.server.gateway.routes import Gateway
 from perdure.server.gateway.websocket import DirectConnect
 
-__all__ = ["create_app"]
+if TYPE_CHECKING:
+    from perdure.server.edge.http_limits import EdgeHttpProtocol
+    from perdure.server.edge.slow_clients import SlowClientLimits
+
+__all__ = ["PerdureApp", "create_app"]
 
 _log = logging.getLogger("perdure.server")
 
@@ -74,8 +82,9 @@ def create_app(
     cors_origins: Iterable[str] = (),
     refusals: EdgeRefusals | None = None,
     caps: ClientCaps | None = None,
-) -> Starlette:
-    """A Starlette app serving ``runtime``'s actors; its lifespan starts and stops it.
+) -> PerdureApp:
+    """A Starlette app serving ``runtime``'s actors; its lifespan starts and stops it
+    (:class:`PerdureApp`: to mount in a host app too).
 
     ``admin`` says who may use the admin API, the inspector UI and ``/metrics``
     (default: loopback clients only, or, with a ``token`` and no admin token, whoever
@@ -124,18 +133,6 @@ def create_app(
         response.headers["retry-after"] = str(getattr(error, "retry_after", 1))
         return response
 
-    @asynccontextmanager
-    async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        await runtime.start()
-        _log.info("runtime started: %d actor type(s): %s", len(actor_names), ", ".join(actor_names))
-        try:
-            yield
-        finally:
-            _log.info("stopping: putting %d live actor(s) to sleep", runtime.live_count)
-            await runtime.stop()
-            await gateway.aclose()
-            _log.info("runtime stopped; store closed")
-
     limits = ClientLimits(caps, refusals, cluster=cluster)
     gateway = Gateway(runtime, limits)
     routes = [
@@ -155,14 +152,95 @@ def create_app(
         routes.append(Route(FORWARD_PATH, ForwardEndpoint(runtime, cluster)))
     access = ClientAccess(token, admin.token, cluster)
     guard = Middleware(
-        EdgeGuard, access=access, cors=CorsPolicy.of(cors_origins), refusals=refusals
+        EdgeGuard,
+        access=access,
+        cors=CorsPolicy.of(cors_origins),
+        refusals=refusals,
+        started=lambda: runtime.started,
     )
-    return Starlette(
-        routes=routes,
-        middleware=[guard],
-        lifespan=lifespan,
-        exception_handlers={HTTPException: _http_exception},
-    )
+    return PerdureApp(runtime, gateway, routes, guard, refusals)
+
+
+class PerdureApp(Starlette):
+    """What :func:`create_app` returns: perdure's ASGI app, served alone (``perdure
+    serve``) or mounted in a host app at any prefix, one process and one port::
+
+        perdure_app = create_app(ActorRuntime(registry, SQLiteStore("data.db")))
+        app = FastAPI(lifespan=perdure_app.lifespan)
+        app.mount("/perdure", perdure_app)
+
+    A host app does not run the lifespan of an app it mounts, so it is given perdure's:
+    :meth:`lifespan` starts the runtime on startup and stops it on shutdown. Until it
+    has started, every perdure route answers 503 ``server.not_started``. The host's own
+    routes reach the same actors through :meth:`client` (no network hop).
+    """
+
+    def __init__(
+        self,
+        runtime: ActorRuntime,
+        gateway: Gateway,
+        routes: list[BaseRoute],
+        guard: Middleware,
+        refusals: EdgeRefusals,
+    ) -> None:
+        self.runtime = runtime
+        self.refusals = refusals
+        self._gateway = gateway
+        super().__init__(
+            routes=routes,
+            middleware=[guard],
+            lifespan=self.lifespan,
+            exception_handlers={HTTPException: _http_exception},
+        )
+
+    def client(self) -> LocalClient:
+        """The runtime's in-process client: the host app's routes call the actors with it
+        (``await perdure_app.client().counter.get_or_create("a").increment(1)``)."""
+        return self.runtime.client()
+
+    def end_streams(self) -> None:
+        """End the open event streams (SSE) now: call it when the server starts to stop.
+        A stream never ends by itself, so without this the server's graceful shutdown
+        waits its whole timeout for them; their readers reconnect and resume from the
+        log. ``perdure serve`` calls it on SIGTERM/SIGINT; a host that serves perdure
+        mounted calls it from its own shutdown signal, if it has one."""
+        self._gateway.end_streams()
+
+    def http_protocol(self, limits: SlowClientLimits | None = None) -> type[EdgeHttpProtocol]:
+        """``perdure serve``'s HTTP protocol, for a host that runs uvicorn itself
+        (``uvicorn.run(app, http=perdure_app.http_protocol())``): bounded request lines
+        and headers and the slow-client time limits (``limits``; default
+        ``SlowClientLimits()``), refused in perdure's error shape and counted in this
+        app's ``/metrics`` (docs/edge.md). It serves the host's routes too: the limits
+        are the connection's, not a route's."""
+        # Imported here: it loads uvicorn's httptools protocol, which an app that is
+        # only mounted, or served by another server, does not need.
+        from perdure.server.edge.http_limits import EdgeHttpProtocol
+        from perdure.server.edge.slow_clients import SlowClientLimits
+
+        return EdgeHttpProtocol.bound(limits or SlowClientLimits(), self.refusals)
+
+    @asynccontextmanager
+    async def lifespan(self, app: object = None) -> AsyncIterator[None]:
+        """Start the runtime (opening the store), serve, then stop it: every live actor
+        goes to sleep (``on_sleep`` runs, state is flushed) before the store closes.
+
+        Give it to the host app (``FastAPI(lifespan=perdure_app.lifespan)``,
+        ``Starlette(lifespan=...)``), or enter it inside a lifespan of your own
+        (``async with perdure_app.lifespan(app): yield``). ``app`` (the host app) is
+        not used: the parameter makes this a lifespan function.
+        """
+        runtime = self.runtime
+        names = runtime.registry.actors
+        await runtime.start()
+        _log.info("runtime started: %d actor type(s): %s", len(names), ", ".join(names))
+        try:
+            yield
+        finally:
+            _log.info("stopping: putting %d live actor(s) to sleep", runtime.live_count)
+            await runtime.stop()
+            await self._gateway.aclose()
+            _log.info("runtime stopped; store closed")
 
 
 async def _http_exception(request: Request, exc: Exception) -> Response:

@@ -6,7 +6,8 @@ encoded (``bytes``, see :mod:`perdure.store.encoding`); the store never decodes 
 
 Unit of atomicity: one :class:`ActorCommit`. Every field of a commit (state, queue
 messages added and removed, workflow history entries written and deleted, schedules and
-their fire history written and deleted, the alarm ``wake_at``) is applied all together or
+their fire history written and deleted, events, idempotency keys, KV records written
+and deleted, the alarm ``wake_at``) is applied all together or
 not at all. A backend may put the commits of many actors into one database transaction
 (group commit) but must isolate their failures: a commit that fails (for instance because
 its actor was deleted) fails alone.
@@ -59,12 +60,13 @@ from __future__ import annotations
 
 import asyncio
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
 from perdure.keys import Key
 from perdure.store.idempotency import IdempotencyRecord
+from perdure.store.records import ClusterSecret, NodeRecord, ScheduleFireRecord, ScheduleRecord
 from perdure.telemetry import NO_OBSERVER, Observer
 
 __all__ = [
@@ -135,44 +137,6 @@ class Lease:
 
 
 @dataclass(frozen=True, slots=True)
-class NodeRecord:
-    """One server process of a cluster as registered in the store.
-
-    Times are epoch ms on the store's clock (see the module docstring). ``address`` is
-    the URL its peers reach it at (``"http://10.0.0.5:6420"``); ``started_at`` is its
-    (re)registration, ``heartbeat_at`` its last heartbeat, and after ``expires_at``
-    (``heartbeat_at`` plus the ttl it asked for) it is dead to the others. A
-    ``draining`` node is still alive but takes no new actors. ``actors`` counts the
-    actors on which it holds an unexpired lease: filled by :meth:`Store.list_nodes`,
-    0 elsewhere.
-    """
-
-    node_id: str
-    address: str
-    started_at: int
-    heartbeat_at: int
-    expires_at: int
-    draining: bool = False
-    actors: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class ClusterSecret:
-    """The secret the nodes of a cluster authenticate each other with, as the store keeps
-    it: exactly one of ``secret`` (the secret itself, which the nodes agreed on because
-    none was configured: a node that starts later reads it) and ``digest`` (a salted
-    digest of a configured secret, which never sits in the store itself).
-    """
-
-    secret: str | None = None
-    digest: str | None = None
-
-    def __post_init__(self) -> None:
-        if (self.secret is None) == (self.digest is None):
-            raise ValueError("a cluster secret is kept as the secret or as a digest (one of them)")
-
-
-@dataclass(frozen=True, slots=True)
 class QueueMessageRecord:
     """A durable queue message. Ids grow monotonically per actor; FIFO is by id.
 
@@ -197,52 +161,6 @@ class QueueMessageRecord:
     visible_at: int | None = None
     dead_at: int | None = None
     error: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class ScheduleRecord:
-    """One scheduled job of an actor: a one-shot (``kind="at"``) or a recurring job.
-
-    ``id`` is unique per actor (a UUID for one-shots, ``"cron:" + name`` for recurring
-    jobs). ``args`` is the encoded list of configured arguments; ``run_at`` the next due
-    time. Recurring jobs carry their cadence (``expression`` and ``timezone`` for
-    ``kind="cron"``, ``interval_ms`` for ``kind="every"``), ``max_history``, the time of
-    their last fire, ``fire_seq`` (the sequence number of the last fire recorded) and
-    ``running_seq`` (the fire in progress, if any: a crash leaves it set).
-    """
-
-    id: str
-    kind: str
-    action: str
-    args: bytes
-    run_at: int
-    created_at: int
-    name: str | None = None
-    expression: str | None = None
-    timezone: str | None = None
-    interval_ms: int | None = None
-    max_history: int = 0
-    last_run_at: int | None = None
-    fire_seq: int = 0
-    running_seq: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class ScheduleFireRecord:
-    """One fire of a recurring job, keyed by ``(name, seq)``; ``seq`` grows per job.
-
-    ``result`` is ``"running"``, ``"ok"``, ``"error"`` or ``"skipped"``; ``error`` is the
-    encoded ``{group, code, message}`` of a failed fire.
-    """
-
-    name: str
-    seq: int
-    action: str
-    scheduled_at: int
-    fired_at: int
-    result: str
-    finished_at: int | None = None
-    error: bytes | None = None
 
 
 @dataclass(slots=True)
@@ -290,6 +208,12 @@ class ActorCommit:
     # remove the actor's records created before it (applied before the puts).
     key_put: list[IdempotencyRecord] = field(default_factory=list)
     key_prune: int | None = None
+    # The actor's KV space (store/kv.py): ranges ``[start, end)`` to delete (``end=None``:
+    # to the last key), then keys to delete, then records to put (key -> encoded value),
+    # in that order, so a key put by this commit survives a delete of it or of its range.
+    kv_delete_range: list[tuple[bytes, bytes | None]] = field(default_factory=list)
+    kv_delete: set[bytes] = field(default_factory=set)
+    kv_put: dict[bytes, bytes] = field(default_factory=dict)
 
     def delete_message(self, message_id: int) -> None:
         """Remove queue message ``message_id``.
@@ -336,6 +260,9 @@ class ActorCommit:
             and self.event_prune is None
             and not self.key_put
             and self.key_prune is None
+            and not self.kv_put
+            and not self.kv_delete
+            and not self.kv_delete_range
         )
 
 
@@ -525,7 +452,8 @@ class Store(ABC):
     @abstractmethod
     async def delete_actor(self, actor_id: str) -> bool:
         """Delete the actor and all its data (queue, workflow history, schedules and their
-        fire history, event log). False if it did not exist."""
+        fire history, event log, idempotency keys, KV records). False if it did not
+        exist."""
 
     @abstractmethod
     async def list_actors(
@@ -566,6 +494,36 @@ class Store(ABC):
     async def load_idempotency(self, actor_id: str, key: str) -> IdempotencyRecord | None:
         """The record of the actor's idempotency key ``key``, or ``None``: however old
         (the runtime ignores one past its retention until a commit prunes it)."""
+
+    @abstractmethod
+    async def load_idempotency_keys(
+        self, actor_id: str, since: int, limit: int
+    ) -> list[tuple[str, int]]:
+        """``(key, created_at)`` of the actor's newest ``limit`` idempotency keys created
+        at or after ``since`` (epoch ms), newest first (``[]`` when ``limit <= 0``). One
+        range of the index on ``(actor_id, created_at)``: what a live actor keeps in
+        memory so that a fresh key costs no read (docs/idempotency.md)."""
+
+    @abstractmethod
+    async def kv_get(self, actor_id: str, keys: Sequence[bytes]) -> list[bytes | None]:
+        """The stored values of the actor's KV ``keys``, in the order asked, ``None``
+        for a key that has no record (store/kv.py). One round trip for the batch."""
+
+    @abstractmethod
+    async def kv_list(
+        self,
+        actor_id: str,
+        *,
+        start: bytes = b"",
+        end: bytes | None = None,
+        reverse: bool = False,
+        limit: int | None = None,
+    ) -> list[tuple[bytes, bytes]]:
+        """The actor's KV records with ``start <= key < end`` (``end=None``: no upper
+        bound), ``(key, value)`` in ascending key order (bytewise), or descending with
+        ``reverse``; at most ``limit`` of them (``None``: all; ``[]`` when ``limit <= 0``).
+        A reverse list with a limit gives the greatest keys of the range. Served by the
+        primary key: the cost grows with the records returned, not the actor's total."""
 
     @abstractmethod
     async def due_actors(self, until: int, limit: int) -> list[tuple[str, int]]:

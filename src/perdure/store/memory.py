@@ -8,9 +8,10 @@ so a caller cannot change stored data by mutating what it passed in or got back.
 
 from __future__ import annotations
 
+import bisect
 import collections
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from perdure.errors import (
     ActorAlreadyExists,
@@ -73,6 +74,8 @@ class MemoryStore(Store):
         self._events: dict[str, dict[int, EventRecord]] = {}
         # actor id -> idempotency key -> its record
         self._keys: dict[str, dict[str, IdempotencyRecord]] = {}
+        # actor id -> its KV records: key -> value, and the keys kept sorted (bisect)
+        self._kv: dict[str, tuple[dict[bytes, bytes], list[bytes]]] = {}
 
     async def open(self) -> None:
         """Mark the store usable. Idempotent."""
@@ -296,6 +299,25 @@ class MemoryStore(Store):
             self._apply_events(commit)
         if commit.key_put or commit.key_prune is not None:
             self._apply_keys(commit)
+        if commit.kv_put or commit.kv_delete or commit.kv_delete_range:
+            self._apply_kv(commit)
+
+    def _apply_kv(self, commit: ActorCommit) -> None:
+        values, order = self._kv.setdefault(commit.actor_id, ({}, []))
+        for start, end in commit.kv_delete_range:
+            low = bisect.bisect_left(order, start)
+            high = len(order) if end is None else bisect.bisect_left(order, end)
+            for key in order[low:high]:
+                del values[key]
+            del order[low:high]
+        for key in commit.kv_delete:
+            if values.pop(key, None) is not None:
+                del order[bisect.bisect_left(order, key)]
+        for key, value in commit.kv_put.items():
+            key = bytes(key)
+            if key not in values:
+                bisect.insort(order, key)
+            values[key] = bytes(value)
 
     def _apply_keys(self, commit: ActorCommit) -> None:
         keys = self._keys.setdefault(commit.actor_id, {})
@@ -341,6 +363,7 @@ class MemoryStore(Store):
         self._leases.pop(actor_id, None)
         self._events.pop(actor_id, None)
         self._keys.pop(actor_id, None)
+        self._kv.pop(actor_id, None)
         return True
 
     async def list_actors(
@@ -404,6 +427,53 @@ class MemoryStore(Store):
         """The record of the actor's idempotency key ``key``, or ``None``."""
         self._check_open()
         return self._keys.get(actor_id, {}).get(key)
+
+    async def load_idempotency_keys(
+        self, actor_id: str, since: int, limit: int
+    ) -> list[tuple[str, int]]:
+        """The newest ``limit`` keys created at or after ``since``, newest first."""
+        self._check_open()
+        if limit <= 0:
+            return []
+        keys = self._keys.get(actor_id, {}).values()
+        found = [(k.key, k.created_at) for k in keys if k.created_at >= since]
+        found.sort(key=lambda pair: pair[1], reverse=True)
+        return found[:limit]
+
+    async def kv_get(self, actor_id: str, keys: Sequence[bytes]) -> list[bytes | None]:
+        """The values of the actor's KV ``keys`` (``None``: no record)."""
+        self._check_open()
+        found = self._kv.get(actor_id)
+        if found is None:
+            return [None] * len(keys)
+        values = found[0]
+        return [values.get(bytes(key)) for key in keys]
+
+    async def kv_list(
+        self,
+        actor_id: str,
+        *,
+        start: bytes = b"",
+        end: bytes | None = None,
+        reverse: bool = False,
+        limit: int | None = None,
+    ) -> list[tuple[bytes, bytes]]:
+        """The actor's KV records in ``[start, end)``, by key (see :meth:`Store.kv_list`)."""
+        self._check_open()
+        found = self._kv.get(actor_id)
+        if found is None or (limit is not None and limit <= 0):
+            return []
+        values, order = found
+        low = bisect.bisect_left(order, start)
+        high = len(order) if end is None else bisect.bisect_left(order, end)
+        if high <= low:
+            return []
+        if reverse:
+            first = low if limit is None else max(low, high - limit)
+            keys = order[first:high][::-1]
+        else:
+            keys = order[low:high] if limit is None else order[low : min(high, low + limit)]
+        return [(key, values[key]) for key in keys]
 
     async def due_actors(self, until: int, limit: int) -> list[tuple[str, int]]:
         """Actors whose alarm is at or before ``until``, earliest first (ties by id).

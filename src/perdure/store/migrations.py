@@ -385,6 +385,30 @@ CREATE TABLE idempotency_keys (
 CREATE INDEX idempotency_keys_age ON idempotency_keys (actor_id, created_at);
 """
 
+# Design notes for migration 10 (an actor's KV space, issue 31, docs/storage.md):
+# - One row per (actor, key). Keys are bytes with a one-byte type tag in front (b"b" for
+#   a bytes key, b"s" for a UTF-8 string key: see perdure.store.kv), compared bytewise:
+#   SQLite compares BLOBs with memcmp and PostgreSQL compares BYTEA bytewise, so a
+#   prefix or a range is one index range of the primary key on both, in the same order.
+# - Values are encoded like state (CBOR). Written by the actor's commits (fenced like
+#   the rest of the commit); `delete_actor` removes an actor's rows.
+_V10_SQLITE = """
+CREATE TABLE actor_kv (
+    actor_id TEXT NOT NULL,
+    key      BLOB NOT NULL,
+    value    BLOB NOT NULL,
+    PRIMARY KEY (actor_id, key)
+) WITHOUT ROWID;
+"""
+_V10_POSTGRES = """
+CREATE TABLE actor_kv (
+    actor_id TEXT  COLLATE "C" NOT NULL,
+    key      BYTEA NOT NULL,
+    value    BYTEA NOT NULL,
+    PRIMARY KEY (actor_id, key)
+);
+"""
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "actors_queue_history", sqlite=_V1_SQLITE, postgres=_V1_POSTGRES),
     Migration(2, "schedules", sqlite=_V2_SQLITE, postgres=_V2_POSTGRES),
@@ -395,6 +419,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(7, "queue_message_leases", sqlite=_V7_SQLITE, postgres=_V7_POSTGRES),
     Migration(8, "cluster_secret", sqlite=_V8_SQLITE, postgres=_V8_POSTGRES),
     Migration(9, "idempotency_keys", sqlite=_V9_SQLITE, postgres=_V9_POSTGRES),
+    Migration(10, "actor_kv", sqlite=_V10_SQLITE, postgres=_V10_POSTGRES),
 )
 
 

@@ -209,17 +209,16 @@ class ChildPrimitives(RunnerCore):
         return status
 
     async def _wait_signal(self, signal: asyncio.Event) -> None:
-        """Wait for a child's message, sleep-compatibly (no alarm: the message wakes the
-        actor); this run's cancel interrupts it."""
+        """Wait for a child's message, sleep-compatibly (no alarm of its own: the message
+        wakes the actor, the run's deadline its alarm); this run's cancel interrupts it."""
         host = self.host
-        host.set_alarm(None)
+        wait = self.begin_wait(None)
         host.set_waiting(True)
         try:
             await self.control.watching(_first(signal.wait(), host.abort.wait()))
             self.check_evicted()
         finally:
-            host.set_waiting(False)
-            self._resume_or_keep_alarm()
+            self.end_wait(wait)
 
     async def _cascade(self, child: ChildWorkflow) -> None:
         if not child.detached:

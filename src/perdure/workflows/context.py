@@ -25,11 +25,13 @@ from perdure._time import (
     duration_seconds,
     instant_ms,
     optional_duration,
-    send_delay,
     utc_datetime,
 )
 from perdure.errors import ArgumentError, StepContextExpired
 from perdure.queue_message import QueueMessage
+from perdure.store.kv import KvLayer
+from perdure.store.kv_api import Kv
+from perdure.workflows.step_queue import StepQueue
 
 if TYPE_CHECKING:
     from perdure.workflows.port import ActorClient, ActorIdentity, WorkflowHost
@@ -316,10 +318,10 @@ class WorkflowContext(_ActorIdentity):
     ) -> Any:
         """Run ``run(step)`` once, durably; on replay return its recorded output.
 
-        A failure is retried ``max_retries`` times, after ``retry_backoff_base`` doubling
-        up to ``retry_backoff_max``; an attempt longer than ``timeout`` fails (durations
-        in seconds or ``timedelta``).
-        """
+        A failure is retried ``max_retries`` times; after the n-th failure the retry
+        waits ``min(retry_backoff_max, retry_backoff_base * 2**n)`` (RivetKit's rule, no
+        jitter, durable): 0.2 s, 0.4 s, 0.8 s… with the defaults. An attempt longer
+        than ``timeout`` fails. Durations are seconds or ``timedelta``."""
         if type(max_retries) is not int or max_retries < 0:  # a bool is refused too
             raise ArgumentError(
                 f"ctx.step(): max_retries must be a non-negative int, not {max_retries!r}."
@@ -503,6 +505,10 @@ class StepContext(_ActorIdentity):
         self.location = location
         self._live = True
         self._events: list[tuple[str, tuple[Any, ...]]] = []
+        # Sends wait for the attempt to succeed: a failed one sends nothing, so its
+        # retry does not send twice (``(queue, checked body, delay s, at ms)``).
+        self._sends: list[tuple[str, Any, float | None, int | None]] = []
+        self._kv: KvLayer | None = None  # the step's KV writes
 
     def _check(self, feature: str) -> None:
         if not self._live:
@@ -511,9 +517,24 @@ class StepContext(_ActorIdentity):
                 f"(step `{self.location}` has finished)."
             )
 
+    def stage_effects(self) -> None:
+        """The attempt succeeded: stage its sends (all of them or, when the queue has no
+        room for all, none: ``queue.full``) and its KV writes, for the step's commit."""
+        sends, self._sends = self._sends, []
+        if sends:
+            queue = self._host.require_queue()
+            queue.check_room(len(sends))
+            for name, body, delay, at in sends:
+                queue.enqueue(name, body, validated=True, delay=delay, at=at)
+        if self._kv is not None:
+            self._kv.keep()
+
     def close(self) -> list[tuple[str, tuple[Any, ...]]]:
-        """End the step; return the events it broadcast (delivered after commit)."""
+        """End the step; return the events it broadcast (delivered after commit). Sends and
+        KV writes not staged by :meth:`stage_effects` (a failed attempt's) are dropped."""
         self._live = False
+        self._sends = []
+        self._kv = None
         events, self._events = self._events, []
         return events
 
@@ -546,10 +567,17 @@ class StepContext(_ActorIdentity):
         self._events.append((name, tuple(self._host.validate_event(name, list(args)))))
 
     @property
-    def queue(self) -> _StepQueue:
+    def queue(self) -> StepQueue:
         """``queue.send``: enqueue a message, committed together with the step."""
         self._check("queue")
-        return _StepQueue(self)
+        return StepQueue(self)
+
+    @property
+    def kv(self) -> Kv:
+        """The actor's KV space as ``c.kv``; a failed attempt's writes are dropped."""
+        self._check("kv")
+        self._kv = self._kv or KvLayer(self._host.kv())  # made at first use
+        return Kv(self._kv)
 
     def client(self) -> ActorClient:
         """A client for calling other actors."""
@@ -570,31 +598,3 @@ class StepContext(_ActorIdentity):
         """Destroy the actor after this step."""
         self._check("destroy")
         self._host.destroy()
-
-
-class _StepQueue:
-    def __init__(self, step: StepContext) -> None:
-        self._step = step
-
-    async def send(
-        self,
-        name: str,
-        body: Any,
-        *,
-        delay: float | _dt.timedelta | None = None,
-        at: _dt.datetime | int | None = None,
-    ) -> None:
-        """Enqueue a message; it becomes durable with the step's commit. ``delay`` or
-        ``at``: a delayed send, received from then on (docs/queues.md)."""
-        self._step._check("queue.send")
-        seconds, at_ms = send_delay(delay, at, wait=False, call="ctx.queue.send()")
-        host = self._step._host
-        span = host.observer.queue_send(host, name)  # counted like any other send
-        try:
-            host.require_queue().enqueue(name, body, delay=seconds, at=at_ms)
-        except BaseException as exc:
-            if span is not None:
-                span.end(exc)
-            raise
-        if span is not None:
-            span.end(None)

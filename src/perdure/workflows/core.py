@@ -55,6 +55,9 @@ class RunnerCore:
         self.control = RunControl()
         # The run's deadline (epoch ms; ``workflow(timeout=...)``), once started.
         self.deadline: int | None = None
+        # The waits in progress, each with its end (epoch ms; None: a message, a resume
+        # or a child ends it). A join or a race waits in several branches at once.
+        self.waits: dict[object, int | None] = {}
         # The children whose end a wait is watching for, by id (workflows/children.py).
         self.child_signals: dict[str, asyncio.Event] = {}
         # Set once the stored history and status are loaded: until then ``status()``
@@ -157,9 +160,16 @@ class RunnerCore:
         deadline = self.deadline
         if deadline is None:
             return
-        await self.host.sleep(max(0, deadline - self.host.now_ms()) / 1000)
-        if not self.host.abort.aborted:
-            self.check_deadline()
+        # The sleep runs on the event loop's timer, which may end before the wall clock
+        # reaches the deadline (uvloop truncates delays to whole milliseconds and counts
+        # from a loop time cached at the start of an iteration, the more stale the busier
+        # the loop): sleep again for what is left. One early wake must not lose the
+        # deadline: the run's wait would go on, and nothing else looks at it again.
+        while (left := deadline - self.host.now_ms()) > 0:
+            await self.host.sleep(left / 1000)
+            if self.host.abort.aborted:
+                return
+        self.check_deadline()
 
     def check_deadline(self) -> None:
         """If the run is past its deadline, record a cancel for it (staged: it rides on
@@ -200,7 +210,7 @@ class RunnerCore:
     async def _hold(self) -> None:
         """Wait while paused: sleep-compatibly (no alarm: a resume wakes the actor)."""
         host = self.host
-        host.set_alarm(self.wait_alarm(None))  # a resume wakes the actor; its deadline too
+        wait = self.begin_wait(None)  # a resume wakes the actor; its deadline too
         await self.commit()
         host.set_waiting(True)
         try:
@@ -211,8 +221,7 @@ class RunnerCore:
                 await self.control.changed(host.abort.wait())
             self.check_evicted()
         finally:
-            host.set_waiting(False)
-            self._resume_or_keep_alarm()
+            self.end_wait(wait)
 
     def held_messages(self) -> list[int]:
         """The ids of the messages the run took as completable and has not completed."""
@@ -283,7 +292,7 @@ class RunnerCore:
         and the host wakes it then. Returns True if a message arrived.
         """
         host = self.host
-        host.set_alarm(self.wait_alarm(deadline))
+        wait = self.begin_wait(deadline)
         await self.commit()
         host.set_waiting(True)
         try:
@@ -303,25 +312,38 @@ class RunnerCore:
         except ActorAborted:
             raise Evicted() from None
         finally:
-            host.set_waiting(False)
-            self._resume_or_keep_alarm()
+            self.end_wait(wait)
 
     async def wait_for_message(self, names: frozenset[str] | None) -> None:
         """Wait (sleep-compatibly) for a message, with no deadline."""
-        self.host.set_alarm(self.wait_alarm(None))  # a send wakes the actor (or its deadline)
+        wait = self.begin_wait(None)  # a send wakes the actor (or its deadline)
         self.host.set_waiting(True)
         try:
             await self.control.watching(self.queue().wait_for(names, None))
         except ActorAborted:
             raise Evicted() from None
         finally:
-            self.host.set_waiting(False)
-            self._resume_or_keep_alarm()
+            self.end_wait(wait)
 
-    def _resume_or_keep_alarm(self) -> None:
-        """After a wait: busy again, unless the actor is going to sleep. Then the wait's
-        own alarm stays (its deadline, or none for a message wait, which a send wakes):
-        an alarm of "now" would have the scheduler wake the actor as soon as it sleeps."""
+    def begin_wait(self, until: int | None) -> object:
+        """A wait starts that ends at ``until`` (epoch ms; None: when a message, a resume
+        or a child's end comes). The actor's alarm becomes the soonest end among all the
+        waits in progress, or the run's deadline if sooner: a join or a race waits in
+        several branches at once, and the first of them to end must wake a hibernated
+        actor, whichever began waiting last. The token is for :meth:`end_wait`."""
+        token = object()
+        self.waits[token] = until
+        ends = [at for at in self.waits.values() if at is not None]
+        self.host.set_alarm(self.wait_alarm(min(ends) if ends else None))
+        return token
+
+    def end_wait(self, token: object) -> None:
+        """The wait ``token`` ended: busy again, unless the actor is going to sleep. Then
+        the alarm of the waits stays (their soonest end, or none for message waits, which
+        a send wakes): an alarm of "now" would have the scheduler wake the actor as soon
+        as it sleeps."""
+        del self.waits[token]
+        self.host.set_waiting(False)
         if not self.host.abort.aborted:
             self.mark_busy()
 

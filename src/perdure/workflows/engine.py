@@ -6,10 +6,10 @@ otherwise the primitive runs and records the result through the host's commits (
 :mod:`perdure.workflows.core`). The engine reaches its actor only through the port of
 :mod:`perdure.workflows.port`.
 
-The primitives are grouped by concept, one module each: steps and retries
-(``steps.py``), loops, sleeps, join, race and try (``flow.py``), queue receives
-(``receive.py``), versioning and recorded values (``versions.py``) and child workflows
-(``children.py``). :class:`WorkflowRunner` combines them.
+The primitives are grouped by concept: steps and retries (``steps.py``), the run's
+path (``flow.py``: loops, sleeps, join, race and try, versioning and recorded values),
+queue receives (``receive.py``) and child workflows (``children.py``).
+:class:`WorkflowRunner` combines them.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from perdure.errors import (
     ActorAborted,
     Evicted,
     HistoryDiverged,
+    UserError,
     WorkflowCancelled,
     WorkflowFailure,
     WorkflowTimedOut,
@@ -28,12 +29,11 @@ from perdure.errors import (
 from perdure.schemas import to_plain
 from perdure.workflows.children import ChildPrimitives
 from perdure.workflows.core import META_LOCATION, maybe_await
-from perdure.workflows.flow import FlowPrimitives
+from perdure.workflows.flow import DeterminismPrimitives, FlowPrimitives, VersionPrimitives
 from perdure.workflows.history import ROOT, Divergence
 from perdure.workflows.receive import ReceivePrimitives
 from perdure.workflows.runner_support import error_info
 from perdure.workflows.steps import StepPrimitives
-from perdure.workflows.versions import DeterminismPrimitives, VersionPrimitives
 
 __all__ = ["META_LOCATION", "WorkflowRunner"]
 
@@ -99,6 +99,10 @@ class WorkflowRunner(
         except Divergence as exc:
             await self._fail(HistoryDiverged(exc.location, str(exc)), rollback=False)
         except WorkflowFailure as exc:
+            await self._fail(exc, rollback=True)
+        except UserError as exc:
+            # Failing on purpose (after its compensations, say) is the workflow's answer,
+            # not a bug: _fail's one line says it, without a traceback.
             await self._fail(exc, rollback=True)
         except Exception as exc:
             self.host.log.exception("the workflow raised outside a step")

@@ -39,6 +39,7 @@ from perdure.errors import EngineSignal, WorkflowFailure
 from perdure.queue_message import QueueMessage
 from perdure.store.base import QueueMessageRecord
 from perdure.store.encoding import decode_value
+from perdure.store.kv import RawKv
 from perdure.telemetry import NO_OBSERVER, Observer
 from perdure.workflows.context import StepContext
 from perdure.workflows.core import maybe_await
@@ -404,8 +405,20 @@ class _CheckQueue:
         return self._definition.message_body(name, plain)
 
     def enqueue(
-        self, name: str, body: Any, *, delay: float | None = None, at: int | None = None
+        self,
+        name: str,
+        body: Any,
+        *,
+        validated: bool = False,
+        delay: float | None = None,
+        at: int | None = None,
     ) -> object:
+        raise Frontier("would send a message")
+
+    def check_send(self, name: str, body: Any) -> Any:
+        raise Frontier("would send a message")
+
+    def check_room(self, count: int) -> None:
         raise Frontier("would send a message")
 
 
@@ -494,6 +507,9 @@ class CheckHost:
 
     def destroy(self) -> None:
         raise Frontier("would destroy the actor")
+
+    def kv(self) -> RawKv:
+        raise Frontier("would read or write the actor's KV space")
 
 
 async def _done() -> None:

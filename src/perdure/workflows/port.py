@@ -20,6 +20,7 @@ from typing import Any, Protocol, TypeVar
 from perdure.handles import Client
 from perdure.queue_message import QueueMessage
 from perdure.store.base import QueueMessageRecord
+from perdure.store.kv import RawKv
 from perdure.telemetry import Observer
 
 __all__ = [
@@ -136,10 +137,25 @@ class MessageQueue(Protocol):
         ...
 
     def enqueue(
-        self, name: str, body: Any, *, delay: float | None = None, at: int | None = None
+        self,
+        name: str,
+        body: Any,
+        *,
+        validated: bool = False,
+        delay: float | None = None,
+        at: int | None = None,
     ) -> object:
-        """Validate and stage a new message (durable with the next commit); ``delay``
-        seconds or ``at`` epoch ms: hidden from receivers until then."""
+        """Validate (unless ``validated``) and stage a new message (durable with the next
+        commit); ``delay`` seconds or ``at`` epoch ms: hidden from receivers until then."""
+        ...
+
+    def check_send(self, name: str, body: Any) -> Any:
+        """Check a message now (its queue, schema and size) without staging it; returns
+        the body as :meth:`enqueue` takes it with ``validated=True``."""
+        ...
+
+    def check_room(self, count: int) -> None:
+        """Fail (``queue.full``) unless ``count`` more messages fit in the queue."""
         ...
 
 
@@ -169,6 +185,11 @@ class StepHost(Protocol):
 
     def destroy(self) -> None:
         """Destroy the actor (in the background, after the caller returns)."""
+        ...
+
+    def kv(self) -> RawKv:
+        """The actor's KV space: reads see its staged writes, writes are staged for
+        its next commit (a step's go in with the step's commit)."""
         ...
 
 

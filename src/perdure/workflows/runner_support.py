@@ -91,6 +91,7 @@ class RollbackRegistry:
                 result = item.handler(context, item.entry.data.get("o"))
                 if inspect.isawaitable(result):
                     await result
+                context.stage_effects()
             except Exception as exc:
                 context.close()
                 await runner.report_error(

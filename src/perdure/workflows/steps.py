@@ -53,6 +53,7 @@ class StepPrimitives(RunnerCore):
             try:
                 # Recorded and returned plain (models dumped), as a replay returns it.
                 output = to_plain(await run_step_fn(fn, step_context, timeout))
+                step_context.stage_effects()  # with the step's record, in one commit
             except Exception as exc:
                 step_context.close()
                 if span is not None:

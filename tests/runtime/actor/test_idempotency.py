@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from perdure import ActionContext, UserError, actor, queue, setup
-from perdure.errors import IdempotencyError, PerdureError
-from perdure.store import SQLiteStore
+from perdure.errors import IdempotencyError, PerdureError, StoreUnavailable
+from perdure.store import ActorCommit, MemoryStore, SQLiteStore
 from perdure.testing import ActorTestEnv
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
@@ -92,6 +92,17 @@ async def test_a_keyed_send_is_enqueued_once(env: ActorTestEnv) -> None:
     assert len(stored) == 1
 
 
+async def test_a_handle_s_first_send_keeps_its_key(env: ActorTestEnv) -> None:
+    # A handle not yet resolved checks its first send before it creates the actor: the
+    # key given to send() must survive that check.
+    for _ in range(2):
+        await env.client.counter.get_or_create("c").send("jobs", 1, idempotency_key="first")
+    handle = env.client.counter.get_or_create("c")
+    assert await handle.size() == 1
+    with pytest.raises(IdempotencyError):
+        await env.client.counter.get_or_create("c").send("jobs", 2, idempotency_key="first")
+
+
 async def test_a_refused_send_records_nothing(env: ActorTestEnv) -> None:
     handle = env.client.counter.get_or_create("c")
     for index in range(3):
@@ -101,6 +112,44 @@ async def test_a_refused_send_records_nothing(env: ActorTestEnv) -> None:
         await keyed.send("jobs", 9)
     assert full.value.code == "full"
     assert await env.store.load_idempotency(await handle.resolve(), "late") is None
+
+
+class _KeysRefused(MemoryStore):
+    """A store whose commits that carry an idempotency key fail while ``refuse`` is set."""
+
+    refuse = False
+
+    def _apply(self, commit: ActorCommit) -> None:
+        if self.refuse and commit.key_put:
+            raise StoreUnavailable("memory", timeout=1.0)
+        super()._apply(commit)
+
+
+async def test_an_error_whose_record_failed_is_not_the_first_answer() -> None:
+    store = _KeysRefused()
+    async with ActorTestEnv(registry, store=store, start=START) as env:
+        handle = env.client.counter.get_or_create("c")
+        await handle.total()
+        store.refuse = True
+        # The action raised, but its record (and its change) could not be written: the
+        # caller learns of the failed write, not of an error a retry would not repeat.
+        with pytest.raises(StoreUnavailable):
+            await handle.with_idempotency_key("r").refuse(3)
+        store.refuse = False
+        await env.settle()
+        with pytest.raises(PerdureError) as raised:
+            await handle.with_idempotency_key("r").refuse(3)  # runs: nothing was kept
+        assert raised.value.code == "refused"
+        assert await handle.total() == 3
+        # A send's failed write is its answer as it was (in a cluster, the dispatch
+        # sends the request on to the actor's new owner when that is a fence's refusal).
+        store.refuse = True
+        with pytest.raises(StoreUnavailable):
+            await handle.send("jobs", 1, idempotency_key="s")
+        store.refuse = False
+        await env.settle()
+        await handle.send("jobs", 1, idempotency_key="s")
+        assert await handle.size() == 1
 
 
 async def test_a_retry_while_the_first_runs_waits_for_it(env: ActorTestEnv) -> None:

@@ -29,7 +29,7 @@ FIRES: list[str] = []
 
 
 async def _work(c: Any) -> None:
-    async for message in c.queue.iter("jobs", completable=True):
+    async for message in c.queue.iter(names="jobs", completable=True):
         c.state["count"] += message.body
         await message.complete(c.state["count"])
 
@@ -291,7 +291,10 @@ async def test_without_a_configured_secret_the_forward_route_wants_the_agreed_on
     async with httpx.AsyncClient(transport=transport, base_url="http://solo") as http:
         destroy = cbor2.dumps({"actor": "x", "op": "$destroy"})
         early = await http.post("/.perdure/forward", content=destroy)
-        assert early.status_code == 403  # not started: no secret yet, no peer trusted
+        # Not started: no secret yet, no peer trusted. The door refuses every request
+        # until the runtime has started (server.not_started), the forward route too.
+        assert early.status_code == 503, early.content
+        assert b"not_started" in early.content
         await runtime.start()
         try:
             secret = runtime.cluster.secret

@@ -30,7 +30,7 @@ Job = Annotated[int, AfterValidator(_counted)]
 
 
 async def _work(c: Any) -> None:
-    async for message in c.queue.iter("jobs", completable=True):
+    async for message in c.queue.iter(names="jobs", completable=True):
         c.state["sum"] += message.body
         await message.complete(c.state["sum"])
 

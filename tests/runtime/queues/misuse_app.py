@@ -12,29 +12,29 @@ from tests.support.apps.leases import LEASE
 
 
 async def _options_without_completable(c: ActionContext) -> None:
-    await c.queue.next("jobs", timeout=0, max_attempts=2)
+    await c.queue.next(names="jobs", timeout=0, max_attempts=2)
 
 
 async def _nack_unleased(c: ActionContext) -> None:
-    message = await c.queue.next("jobs", timeout=0)
+    message = await c.queue.next(names="jobs", timeout=0)
     assert message is not None
     await message.nack()
 
 
 async def _nack_twice(c: ActionContext) -> None:
-    message = await c.queue.next("jobs", timeout=0, completable=True)
+    message = await c.queue.next(names="jobs", timeout=0, completable=True)
     assert message is not None
     await message.nack()
     await message.nack()
 
 
 async def _keep(c: ActionContext) -> None:
-    c.vars["kept"] = await c.queue.next("jobs", timeout=0, completable=True)
+    c.vars["kept"] = await c.queue.next(names="jobs", timeout=0, completable=True)
 
 
 async def _lease_lost(c: ActionContext) -> None:
     # Delivered again since the kept delivery's lease ran out: the kept one is stale.
-    again = await c.queue.next("jobs", timeout=0, completable=True)
+    again = await c.queue.next(names="jobs", timeout=0, completable=True)
     assert again is not None
     assert again.attempts == c.vars["kept"].attempts + 1
     await c.vars["kept"].complete()

@@ -87,11 +87,11 @@ inputs = actor(
 
 
 def _drain(c: ActionContext) -> list[Any]:
-    return [message.body for message in c.queue.try_next_batch("jobs", count=100)]
+    return [message.body for message in c.queue.try_next_batch(names="jobs", count=100)]
 
 
 async def _complete_next(c: ActionContext, response: Any) -> Any:
-    message = c.queue.try_next("jobs", completable=True)
+    message = c.queue.try_next(names="jobs", completable=True)
     if message is None:
         return None
     await message.complete(response)

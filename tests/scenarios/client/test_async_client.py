@@ -132,7 +132,8 @@ async def test_queue_send(client: AsyncClient, unique: str) -> None:
     mailbox = client.mailbox.get_or_create(unique)
     assert cast(object, await mailbox.send("jobs", {"value": 5})) is None
     assert cast(object, await mailbox.send("jobs", [1, 2])) is None
-    assert await mailbox.drain() == [{"value": 5}, [1, 2]]
+    await mailbox.send(queue="jobs", body=[3])  # by name, as the handle API names them
+    assert await mailbox.drain() == [{"value": 5}, [1, 2], [3]]
 
 
 async def test_queue_send_and_wait(client: AsyncClient, unique: str) -> None:

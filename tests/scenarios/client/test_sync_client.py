@@ -104,7 +104,8 @@ def test_create_and_resolve(client: Client, unique: str) -> None:
 def test_queue_send(client: Client, unique: str) -> None:
     mailbox = client.mailbox.get_or_create(unique)
     assert cast(object, mailbox.send("jobs", {"value": 1})) is None
-    assert mailbox.drain() == [{"value": 1}]
+    mailbox.send(queue="jobs", body=[3])  # by name, as the handle API names them
+    assert mailbox.drain() == [{"value": 1}, [3]]
     assert mailbox.send("jobs", 2, wait=True, timeout=0.2) == {
         "status": "timedOut",
         "response": None,

@@ -778,6 +778,46 @@ await check("errors-bad-arguments", "an action called with too many arguments: a
 	return errorFields(error);
 });
 
+// ------------------------------------------------ c.kv: rivetkit's actor-kv driver test
+
+// kvActor (tests/support/apps/kv.py) is the driver test's fixture actor written with
+// perdure's c.kv; these are the driver test's two checks, and what listRange and
+// deleteRange do in rivetkit ([start, end), reverse with a limit).
+
+await check("kv-text", "actor-kv driver test: text put, get and list by prefix", async () => {
+	const kv = client.kvActor.getOrCreate([key("kv-text")]);
+	await kv.putText("greeting", "hello");
+	assert.equal(await kv.getText("greeting"), "hello");
+	await kv.putText("prefix-a", "alpha");
+	await kv.putText("prefix-b", "beta");
+	const results = await kv.listText("prefix-");
+	const sorted = results.sort((a: any, b: any) => a.key.localeCompare(b.key));
+	assert.deepEqual(sorted, [
+		{ key: "prefix-a", value: "alpha" },
+		{ key: "prefix-b", value: "beta" },
+	]);
+	assert.ok((await kv.getText("missing")) == null, "a missing key reads null");
+	return sorted;
+});
+
+await check("kv-array-buffer", "actor-kv driver test: an ArrayBuffer round trip", async () => {
+	const kv = client.kvActor.getOrCreate([key("kv-array-buffer")]);
+	const values = await kv.roundtripArrayBuffer("bytes", [4, 8, 15, 16, 23, 42]);
+	assert.deepEqual(values, [4, 8, 15, 16, 23, 42]);
+	return values;
+});
+
+await check("kv-range", "listTextRange is [start, end), reversible with a limit; deleteTextRange", async () => {
+	const kv = client.kvActor.getOrCreate([key("kv-range")]);
+	for (const letter of ["a", "b", "c", "d", "e"]) await kv.putText(letter, letter.toUpperCase());
+	const keys = (rows: any[]) => rows.map((row) => row.key);
+	assert.deepEqual(keys(await kv.listTextRange("b", "e")), ["b", "c", "d"]);
+	assert.deepEqual(keys(await kv.listTextRange("a", "z", { reverse: true, limit: 2 })), ["e", "d"]);
+	assert.equal(await kv.deleteTextRange("b", "d"), true);
+	assert.deepEqual(keys(await kv.listText("")), ["a", "d", "e"]);
+	return keys(await kv.listText(""));
+});
+
 // ------------------------------------------------------- the seed's other actor
 
 await check("seed-setup-teardown", "the seed's setupRunTeardownActor: set up once, then ticks every second", async () => {

@@ -101,6 +101,7 @@ REQUIRED_CHECKS: dict[str, set[str]] = {
         "errors-connection",
         "errors-bad-arguments",
     },
+    "c.kv: rivetkit's actor-kv driver test (issue 31)": {"kv-text", "kv-array-buffer", "kv-range"},
 }
 
 

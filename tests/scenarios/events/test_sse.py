@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -135,3 +136,23 @@ async def test_token_and_cors_as_on_the_other_routes(tmp_path: Path) -> None:
             assert (reply.json()["group"], reply.json()["code"]) == ("cors", "origin_not_allowed")
     finally:
         guarded.kill()
+
+
+async def test_a_stopping_server_ends_its_open_streams_at_once(server: ServerProcess) -> None:
+    """An open stream never ends by itself: on SIGTERM the server ends it cleanly (the
+    reader reconnects and resumes), rather than holding its exit for uvicorn's graceful
+    timeout (30 s: the exit took 32 s before)."""
+    async with (
+        httpx.AsyncClient(timeout=TIMEOUT) as http,
+        http.stream("GET", url(server, "stopping")) as response,
+    ):
+        assert response.status_code == 200
+        lines = response.aiter_lines()
+        assert await asyncio.wait_for(anext(lines), TIMEOUT) == ": open"
+        asked = time.monotonic()
+        status = await asyncio.to_thread(server.terminate)
+        took = time.monotonic() - asked
+        rest = [line async for line in lines]  # the stream ends, not cut off
+    assert status == 0
+    assert took < TIMEOUT, f"the server took {took:.1f} s to stop"
+    assert all(line in ("", ": keepalive") for line in rest), rest

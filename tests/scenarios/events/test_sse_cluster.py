@@ -1,11 +1,12 @@
 """Server-Sent Events in a PostgreSQL cluster: a stream asked of a node that does not own
 the actor is relayed from the owner (numbered events from ``since``, live ones after,
-``Last-Event-ID`` resume), and a browser that goes away closes the owner's side too, so
-the actor can sleep again."""
+``Last-Event-ID`` resume), a browser that goes away closes the owner's side too, so
+the actor can sleep again, and a relaying node that stops ends its relayed streams."""
 
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 
 import httpx
@@ -44,3 +45,17 @@ async def test_a_stream_is_relayed_from_the_owner(tmp_path: Path) -> None:
                 interval=0.2,
                 what="the actor asleep once no stream holds it",
             )
+
+            # A relaying node that stops ends its relayed streams at once (the browser
+            # reconnects to a node still up) rather than holding its exit for them.
+            async with http.stream("GET", url) as response:
+                assert response.status_code == 200
+                lines = response.aiter_lines()
+                assert await asyncio.wait_for(anext(lines), WAIT) == ": open"
+                asked = time.monotonic()
+                status = await asyncio.to_thread(cluster.node(1).terminate)
+                took = time.monotonic() - asked
+                rest = [line async for line in lines]
+            assert status == 0
+            assert took < WAIT, f"the relaying node took {took:.1f} s to stop"
+            assert all(line in ("", ": keepalive") for line in rest), rest

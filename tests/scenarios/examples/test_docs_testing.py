@@ -4,22 +4,18 @@ give, the scripts run with python, the tests with pytest (the plugin installed).
 from __future__ import annotations
 
 import ast
-import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from tests.support.docs import named_files, python_blocks
 from tests.support.server import REPO_ROOT
 
 DOC = (REPO_ROOT / "docs" / "testing.md").read_text()
-BLOCKS = re.findall(r"```python\n(.*?)```", DOC, flags=re.S)
-FILES = {
-    match.group(1): block
-    for block in BLOCKS
-    if (match := re.match(r"# (\w+\.py)\n", block)) is not None
-}
+BLOCKS = python_blocks(DOC)
+FILES = named_files(BLOCKS)
 
 
 def run(args: list[str], where: Path) -> subprocess.CompletedProcess[str]:

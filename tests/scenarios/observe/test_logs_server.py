@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -15,7 +16,8 @@ from typing import Any
 import httpx
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from tests.support.server import ServerProcess
+from perdure.observe.serving import OTEL_SHUTDOWN_TIMEOUT_S
+from tests.support.server import ServerProcess, free_port
 from tests.support.wait import eventually
 
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -106,3 +108,25 @@ def test_perdure_serve_logs_json_and_exports_spans_over_otlp(tmp_path: Path) -> 
 def eventually_sync(predicate: Any, *, what: str, timeout: float = 15.0) -> None:
     """Poll ``predicate`` from a synchronous test (bounded)."""
     asyncio.run(eventually(predicate, timeout=timeout, interval=0.05, what=what))
+
+
+def test_with_no_collector_answering_the_server_still_exits_promptly(tmp_path: Path) -> None:
+    """The exporter retries a collector that refuses connections for its whole timeout
+    (10 s); a stopping server gives it a bounded time, says what it dropped, and exits."""
+    server = ServerProcess(
+        "tests.support.apps.tracing:registry",
+        tmp_path / "data",
+        # Nothing listens there: every export is refused and retried.
+        env={"OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{free_port()}"},
+        extra_args=["--otel"],
+    )
+    server.start()
+    with httpx.Client(base_url=server.url, timeout=10) as http:
+        assert http.post(HELLO, json={"args": ["cy"]}).status_code == 200
+    asked = time.monotonic()
+    assert server.terminate() == 0
+    took = time.monotonic() - asked
+    # The bound is OTEL_SHUTDOWN_TIMEOUT_S (2 s) after the runtime stops; before it, the
+    # exit waited out the retries (7 to 11 s measured).
+    assert took < 2 + OTEL_SHUTDOWN_TIMEOUT_S + 1, f"exited after {took:.1f} s"
+    assert "spans not exported: the OTLP collector did not answer" in server.log()

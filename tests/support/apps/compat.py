@@ -22,6 +22,8 @@
   JSON ``{by}``) with the new count and anything else with what it received;
   ``on_websocket`` greets with its path, then answers ``add`` with the new count and
   echoes other text. ``getCount`` reads the count the raw routes changed.
+- ``kvActor``: the fixture actor of rivetkit's actor-kv driver test, with ``c.kv``
+  (``tests/support/apps/kv.py``).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from examples.app import registry as examples_registry
 from pydantic import BaseModel
 
 from perdure import ActionContext, ActorContext, UserError, actor, event, queue, setup
+from tests.support.apps.kv import kv_actor
 
 
 def _increment(c: ActionContext, by: int = 1) -> int:
@@ -103,7 +106,7 @@ compat_counter = actor(
 
 
 async def _work(c: ActorContext) -> None:
-    async for message in c.queue.iter("jobs", completable=True):
+    async for message in c.queue.iter(names="jobs", completable=True):
         c.state["done"] += message.body
         await message.complete(message.body * 2)
 
@@ -189,5 +192,6 @@ registry = setup(
         "compatWorker": compat_worker,
         "compatModels": compat_models,
         "compatRaw": compat_raw,
+        "kvActor": kv_actor,
     }
 )

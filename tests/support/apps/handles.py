@@ -39,7 +39,7 @@ counter = actor(
 
 async def _answer_jobs(c: ActorContext) -> None:
     while True:
-        message = await c.queue.next("jobs", completable=True)
+        message = await c.queue.next(names="jobs", completable=True)
         if message is not None:
             await message.complete({"doubled": 2 * message.body["n"]})
 

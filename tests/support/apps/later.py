@@ -43,7 +43,7 @@ async def _send_later(c: ActionContext, body: Any, delay: float) -> None:
 
 
 def _take(c: ActionContext) -> Any:
-    message = c.queue.try_next("jobs")
+    message = c.queue.try_next(names="jobs")
     return None if message is None else message.body
 
 

@@ -49,7 +49,7 @@ async def _take(
     c: ActionContext, timeout: float = 0.0, visibility: float | None = None
 ) -> dict[str, Any] | None:
     message = await c.queue.next(
-        "jobs", timeout=timeout, completable=True, visibility_timeout=visibility
+        names="jobs", timeout=timeout, completable=True, visibility_timeout=visibility
     )
     if message is not None:
         _held(c)[message.id] = message
@@ -57,7 +57,7 @@ async def _take(
 
 
 async def _take_and_die(c: ActionContext) -> None:
-    message = await c.queue.next("jobs", timeout=5.0, completable=True)
+    message = await c.queue.next(names="jobs", timeout=5.0, completable=True)
     if message is not None:
         os.kill(os.getpid(), signal.SIGKILL)  # the consumer dies holding it
 
@@ -73,7 +73,7 @@ async def _nack(
 
 
 async def _loop(c: ActorContext) -> None:
-    async for message in c.queue.iter("jobs", completable=True):
+    async for message in c.queue.iter(names="jobs", completable=True):
         c.state["deliveries"].append([message.id, message.attempts])
 
 

@@ -95,7 +95,7 @@ vars_dict = actor(
 
 
 async def receive(c: ActionContext) -> Any:
-    message = await c.queue.next("jobs", timeout=dt.timedelta(milliseconds=50))
+    message = await c.queue.next(names="jobs", timeout=dt.timedelta(milliseconds=50))
     if message is None:
         return None
     time = message.created_time.isoformat()
@@ -103,11 +103,11 @@ async def receive(c: ActionContext) -> Any:
 
 
 async def receive_with_string_timeout(c: ActionContext) -> Any:
-    return await c.queue.next("jobs", timeout="1000")
+    return await c.queue.next(names="jobs", timeout="1000")
 
 
 async def receive_with_camel_case(c: ActionContext) -> Any:
-    return await c.queue.next("jobs", timeoutMs=1000)
+    return await c.queue.next(names="jobs", timeoutMs=1000)
 
 
 queues = actor(

@@ -93,7 +93,7 @@ greeter = actor(
 
 
 async def _work(c: Any) -> None:
-    async for message in c.queue.iter("jobs", completable=True):
+    async for message in c.queue.iter(names="jobs", completable=True):
         c.state["done"] += message.body
         await message.complete(message.body * 2)
 

@@ -15,11 +15,13 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from perdure.errors import AccessForbidden, InternalError, PerdureError
 from perdure.runtime.actor.connections import RequestInfo, current_request
 from perdure.runtime.kernel.core import AbortSignal, ActorCore, StopReason
+from perdure.store.kv_api import Kv
 
 if TYPE_CHECKING:
     from perdure.handles import Client
     from perdure.runtime.actor.connections import Connection
-    from perdure.runtime.queues.actor_queue import ActorQueue, QueueReceiver
+    from perdure.runtime.queues.actor_queue import ActorQueue
+    from perdure.runtime.queues.receiver import QueueReceiver
     from perdure.runtime.schedules.api import ActorCron, ActorSchedule
     from perdure.runtime.schedules.manager import ScheduleManager
 
@@ -136,7 +138,7 @@ class ActorContext:
     @property
     def queue(self) -> QueueReceiver:
         """The actor's durable queues: ``send``, ``next``, ``next_batch``, ``iter`` …"""
-        from perdure.runtime.queues.actor_queue import QueueReceiver
+        from perdure.runtime.queues.receiver import QueueReceiver
 
         self._instance.core.definition.require_queues()
         queue = self._instance.queue
@@ -156,6 +158,14 @@ class ActorContext:
         from perdure.runtime.schedules.api import ActorCron
 
         return ActorCron(self._instance.schedules)
+
+    @property
+    def kv(self) -> Kv:
+        """The actor's ordered key-value space (docs/storage.md): ``get``, ``get_batch``,
+        ``put``, ``put_batch``, ``delete``, ``delete_batch``, ``delete_range``, ``list``,
+        ``list_range``. Reads see this actor's own writes; writes are durable with the
+        next commit, atomically with the state (an action's, once it returns)."""
+        return Kv(self._instance.core.kv)
 
     async def save_state(self, *, immediate: bool = False) -> None:
         """Persist the state: ``immediate=True`` waits until it is durable."""

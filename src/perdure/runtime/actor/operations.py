@@ -182,38 +182,36 @@ async def _run_once(
     """Run a keyed operation at most once per key (docs/idempotency.md)."""
     keys = instance.core.idempotency
     check_key(key)
+    # ``run`` and ``replayed`` return the coroutine to await, not awaiting it themselves:
+    # one coroutine fewer on the path of every keyed request.
     if isinstance(operation, CallAction):
         name, args = operation.action, operation.args
-
-        async def call(once: Once) -> Any:
-            return await instance.call_action(name, args, conn, once)
-
-        async def answer(kept: dict[str, Any]) -> Any:
-            return replay(kept)
-
-        return await keys.perform(key, fingerprint("call", name, args), call, answer)
+        return await keys.perform(
+            key,
+            fingerprint("call", name, args),
+            lambda once: instance.call_action(name, args, conn, once),
+            _replay,
+        )
     if conn is not None:
         await check_access(instance, conn, "can_publish", operation.queue)
     message = operation
-    parts = [getattr(message, field) for field in _SEND_FIELDS if hasattr(message, field)]
-
-    async def send(once: Once) -> Any:
-        return await _send(instance, message, once)
-
-    async def resend(kept: dict[str, Any]) -> Any:
-        return await _resend(instance, message, kept)
-
-    return await keys.perform(key, fingerprint("send", *parts), send, resend)
+    return await keys.perform(
+        key,
+        # What a retried send must repeat (its idempotency key aside).
+        fingerprint("send", message.queue, message.body, message.wait, message.delay, message.at),
+        lambda once: _send(instance, message, once),
+        lambda kept: _resend(instance, message, kept),
+    )
 
 
-# What a retried send must repeat (its idempotency key aside).
-_SEND_FIELDS = ("queue", "body", "wait", "delay", "at")
+async def _replay(kept: dict[str, Any]) -> Any:
+    """The kept answer of a keyed action call."""
+    return replay(kept)
 
 
 def _send_status(message: SendMessage) -> str:
     """What a keyed send that does not wait answers: ``queued`` when it is delayed."""
-    delayed = (getattr(message, name, None) is not None for name in ("delay", "at"))
-    return "queued" if any(delayed) else "completed"
+    return "completed" if message.delay is None and message.at is None else "queued"
 
 
 async def _resend(instance: ActorInstance, message: SendMessage, kept: dict[str, Any]) -> Any:

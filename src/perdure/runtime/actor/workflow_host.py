@@ -16,6 +16,7 @@ from perdure.runtime.actor.hooks import call_hook
 from perdure.runtime.kernel.clock import wait_first
 from perdure.runtime.kernel.core import AbortSignal
 from perdure.store.encoding import decode_value
+from perdure.store.kv import RawKv
 from perdure.telemetry import Observer
 from perdure.workflows.port import ActorClient, MessageQueue
 
@@ -129,3 +130,7 @@ class ActorWorkflowHost:
     def destroy(self) -> None:
         """Destroy the actor after the caller returns."""
         self._instance.request_stop("destroy")
+
+    def kv(self) -> RawKv:
+        """The actor's KV space (``c.kv``'s)."""
+        return self._instance.core.kv

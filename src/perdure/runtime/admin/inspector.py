@@ -13,10 +13,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Literal
 
 from perdure._version import __version__
-from perdure.errors import ActorNotFound
+from perdure.errors import ActorNotFound, InvalidRequest
 from perdure.protocol.values import to_json_value
 from perdure.store.base import ActorRecord, QueueMessageRecord, ScheduleRecord
 from perdure.store.encoding import decode_value
+from perdure.store.kv import decode_key, encode_key, prefix_end
 from perdure.workflows.control import shown_status
 from perdure.workflows.core import decode_history, decode_runs
 from perdure.workflows.history import Entry
@@ -187,6 +188,34 @@ class ActorInspector:
             if message.dead_at is not None and (queue is None or message.name == queue)
         ]
 
+    async def kv(
+        self, actor_id: str, *, prefix: str | None, after: str | None, limit: int
+    ) -> dict[str, Any]:
+        """One page of the actor's KV records (docs/storage.md), in key order, read from
+        the store without waking it: what is committed. ``prefix`` keeps the string
+        keys that start with it (``None``: every key, bytes keys first); ``after`` is
+        the ``next`` cursor of the page before. ``actor.not_found`` if there is no such
+        actor; ``actor.invalid_request`` for a cursor that is not one."""
+        store = self._runtime.store
+        if await store.get_actor(actor_id) is None:
+            raise ActorNotFound()
+        start, end = b"", None
+        if prefix is not None:
+            start = encode_key(prefix)
+            end = prefix_end(start)
+        if after is not None:
+            try:
+                cursor = bytes.fromhex(after)
+            except ValueError:
+                raise InvalidRequest("`after` is not a cursor of this API.") from None
+            start = max(start, cursor + b"\x00")  # the first key after the cursor
+        rows = await store.kv_list(actor_id, start=start, end=end, limit=limit + 1)
+        page = rows[:limit]
+        return {
+            "records": [_record(key, value) for key, value in page],
+            "next": page[-1][0].hex() if len(rows) > limit else None,
+        }
+
     async def _schedules(self, actor_id: str) -> list[dict[str, Any]]:
         store = self._runtime.store
         views = []
@@ -207,6 +236,16 @@ class ActorInspector:
                 ]
             views.append(_schedule(job, fires))
         return views
+
+
+def _record(key: bytes, value: bytes) -> dict[str, Any]:
+    """A KV record as the admin API shows it: the key as its user wrote it (a bytes key
+    as ``["$Uint8Array", base64]``), the value decoded, and the value's stored size."""
+    try:
+        shown_key = shown(decode_key(key))
+    except ValueError:
+        shown_key = {"$unreadable": f"{len(key)} stored bytes"}
+    return {"key": shown_key, "value": _decoded(value), "size": len(value)}
 
 
 def _matches(record: ActorRecord, needle: str) -> bool:

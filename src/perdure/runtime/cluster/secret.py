@@ -89,7 +89,7 @@ async def agree_cluster_secret(store: Store, configured: str | None) -> str:
             "This node's --cluster-secret (or PERDURE_CLUSTER_SECRET) is not the secret this "
             "cluster's nodes were started with: give it theirs. To change the cluster's "
             "secret, stop every node, run `perdure reset-cluster-secret --store URL`, and "
-            "start them all with the new one (docs/deploy.md)."
+            "start them all with the new one (`perdure docs deploy`)."
         )
     assert kept.secret is not None
     if hmac.compare_digest(kept.secret.encode(), configured.encode()):
@@ -99,5 +99,5 @@ async def agree_cluster_secret(store: Store, configured: str | None) -> str:
         "--cluster-secret) and this node was given another one: start it without "
         "--cluster-secret and PERDURE_CLUSTER_SECRET. To give the cluster a secret of your "
         "own, stop every node, run `perdure reset-cluster-secret --store URL`, and start "
-        "them all with the same --cluster-secret (docs/deploy.md)."
+        "them all with the same --cluster-secret (`perdure docs deploy`)."
     )

@@ -92,7 +92,11 @@ class ActorDispatch:
             return operation
         body = definition.validate_message(operation.queue, operation.body)
         op = operation
-        return SendMessage(op.queue, body, op.wait, op.timeout, True, op.delay, op.at)
+        # The same message with its body checked: its idempotency key too (a handle's
+        # first send is checked here, with the key its caller gave).
+        return SendMessage(
+            op.queue, body, op.wait, op.timeout, True, op.delay, op.at, op.idempotency_key
+        )
 
     async def resolve(self, address: ActorAddress) -> ActorRef:
         """The ref of the actor ``address`` names (creating it for getOrCreate/create)."""

@@ -198,6 +198,12 @@ class ActorRuntime:
         return instance
 
     @property
+    def started(self) -> bool:
+        """True once ``start()`` has opened the store (and still after ``stop()``): the
+        server refuses requests before it (``server.not_started``)."""
+        return self._started
+
+    @property
     def closing(self) -> bool:
         """True once ``stop()`` has begun: no actor is woken any more."""
         return self._closing

@@ -36,7 +36,7 @@ from perdure.store.base import (
 from perdure.store.encoding import encode_value
 from perdure.telemetry import ActorFacts, Observers
 
-__all__ = ["CommitPipeline", "CommitSink", "StateOwner"]
+__all__ = ["CommitPipeline", "CommitSink", "KvSettled", "StateOwner"]
 
 
 class CommitSink(Protocol):
@@ -44,6 +44,18 @@ class CommitSink(Protocol):
 
     def submit(self, commit: ActorCommit) -> asyncio.Future[None]:
         """Queue ``commit``; the future resolves once it is durable."""
+        ...
+
+
+class KvSettled(Protocol):
+    """The actor's KV space, as the pipeline tells it which writes are durable."""
+
+    def mark(self) -> int:
+        """The number of the last write staged (taken as a commit is submitted)."""
+        ...
+
+    def settle(self, mark: int) -> None:
+        """The writes numbered up to ``mark`` are durable."""
         ...
 
 
@@ -76,6 +88,7 @@ class CommitPipeline:
         "_closed",
         "_events_durable",
         "_fence",
+        "_kv_settled",
         "_last_commit",
         "_last_state",
         "_next_flush",
@@ -118,6 +131,8 @@ class CommitPipeline:
         self._last_commit: asyncio.Future[None] | None = None
         self._closed = False
         self._poisoned = False
+        # Told the write mark of each commit that carried KV writes, once durable.
+        self._kv_settled: KvSettled | None = None
 
     def on_events_durable(self, callback: Callable[[int], None]) -> None:
         """Tell ``callback`` the last event number of each commit that carried events,
@@ -215,6 +230,40 @@ class CommitPipeline:
         pending = self._pending
         pending.key_put = [record for record in pending.key_put if record.key != key]
 
+    def put_kv(self, key: bytes, value: bytes) -> None:
+        """Write a KV record (a staged delete of the key is undone)."""
+        pending = self._pending
+        pending.kv_delete.discard(key)
+        pending.kv_put[key] = value
+
+    def delete_kv(self, key: bytes) -> None:
+        """Delete a KV record (a staged put of the key is dropped)."""
+        pending = self._pending
+        pending.kv_put.pop(key, None)
+        pending.kv_delete.add(key)
+
+    def delete_kv_range(self, start: bytes, end: bytes | None) -> None:
+        """Delete the KV records in ``[start, end)``; the store applies ranges before
+        deletes and puts, so staged ones inside the range must go."""
+        pending = self._pending
+
+        def inside(key: bytes) -> bool:
+            return key >= start and (end is None or key < end)
+
+        pending.kv_put = {k: v for k, v in pending.kv_put.items() if not inside(k)}
+        pending.kv_delete = {k for k in pending.kv_delete if not inside(k)}
+        pending.kv_delete_range.append((start, end))
+
+    def kv_writes(self) -> int:
+        """How many KV writes the next commit carries so far."""
+        pending = self._pending
+        return len(pending.kv_put) + len(pending.kv_delete) + len(pending.kv_delete_range)
+
+    def on_kv_settled(self, callback: KvSettled) -> None:
+        """Tell ``callback`` what each commit that carried KV writes settled, once
+        durable: the actor's KV space (made at first use) forgets those writes then."""
+        self._kv_settled = callback
+
     # ----------------------------------------------------------------- flushing
 
     def close(self) -> None:
@@ -307,6 +356,9 @@ class CommitPipeline:
         # Several commits may be in flight: the store applies them in submission order.
         self._last_commit = future
         future.add_done_callback(self._after_commit)
+        settled = self._kv_settled
+        if settled is not None and (commit.kv_put or commit.kv_delete or commit.kv_delete_range):
+            future.add_done_callback(functools.partial(_after_kv, settled, settled.mark()))
         if commit.event_seq is not None and self._events_durable is not None:
             # Before the callers' callbacks: an action's events precede its response.
             future.add_done_callback(
@@ -378,6 +430,12 @@ def _after_events(durable: Callable[[int], None], seq: int, future: asyncio.Futu
     """Deliver a commit's events once it is durable (a failed one drops the instance)."""
     if not future.cancelled() and future.exception() is None:
         durable(seq)
+
+
+def _after_kv(settled: KvSettled, mark: int, future: asyncio.Future[None]) -> None:
+    """Let the KV space forget the writes a durable commit carried."""
+    if not future.cancelled() and future.exception() is None:
+        settled.settle(mark)
 
 
 def _fail(waiter: asyncio.Future[None], exc: BaseException) -> None:

@@ -28,6 +28,7 @@ from perdure.runtime.kernel.activity import ActivityTracker, SleepOwner
 from perdure.runtime.kernel.clock import Clock
 from perdure.runtime.kernel.commits import CommitPipeline, StateOwner
 from perdure.runtime.kernel.idempotency import IdempotencyKeys
+from perdure.runtime.kernel.kv import ActorKv
 from perdure.runtime.kernel.tasks import TaskOwner
 
 if TYPE_CHECKING:
@@ -121,6 +122,7 @@ class ActorCore:
         "_alarm_sink",
         "_alarms",
         "_keys",
+        "_kv",
         "_logger",
         "_wake_at",
         "abort",
@@ -172,6 +174,7 @@ class ActorCore:
         self.tasks = TaskOwner(self)
         self._logger: logging.LoggerAdapter[logging.Logger] | None = None
         self._keys: IdempotencyKeys | None = None  # made by the first keyed request
+        self._kv: ActorKv | None = None  # made by the first use of c.kv
         # Alarms by source ("workflow", "schedule", "queue"); the earliest is the stored
         # wake_at.
         self._alarms: dict[str, int] | None = None
@@ -224,6 +227,14 @@ class ActorCore:
         if keys is None:
             keys = self._keys = IdempotencyKeys(self)
         return keys
+
+    @property
+    def kv(self) -> ActorKv:
+        """The actor's KV space (``c.kv``), made at first use."""
+        kv = self._kv
+        if kv is None:
+            kv = self._kv = ActorKv(self)
+        return kv
 
     @property
     def running(self) -> bool:

@@ -14,18 +14,15 @@ in history, so a message is never lost and never applied twice.
 from __future__ import annotations
 
 import asyncio
-import datetime as _dt
-import math
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from perdure._names import keywords_checked
-from perdure._time import optional_duration, send_delay, send_due_at
+from perdure._time import send_delay, send_due_at
 from perdure.errors import ActorAborted, QueueError
 from perdure.queue_message import QueueMessage
 from perdure.runtime.kernel.clock import wait_first
-from perdure.runtime.queues.leases import LeaseOptions, QueueLeases, lease_options
+from perdure.runtime.queues.leases import QueueLeases
 from perdure.schemas import to_plain
 from perdure.store.base import QueueMessageRecord
 from perdure.store.encoding import decode_value, encode_value
@@ -110,23 +107,8 @@ class ActorQueue:
         due = None if delay is None and at is None else self._due(delay, at)
         if not validated:
             body = self._core.definition.validate_message(name, body)
-        options = self._core.options
-        if len(self._messages) >= options.max_queue_size:
-            # rivetkit 2.3.19's texts and metadata (rivetkit-core's QueueFull and
-            # QueueMessageTooLarge), byte for byte.
-            raise QueueError(
-                f"Queue is full. Limit is {options.max_queue_size} messages.",
-                code="full",
-                metadata={"limit": options.max_queue_size},
-            )
-        data = encode_value(body, what=f"message for queue `{name}`")
-        if len(data) > options.max_queue_message_size:
-            raise QueueError(
-                f"Queue message too large ({len(data)} bytes). "
-                f"Limit is {options.max_queue_message_size} bytes.",
-                code="message_too_large",
-                metadata={"size": len(data), "limit": options.max_queue_message_size},
-            )
+        self.check_room(1)
+        data = self._encoded(name, body)
         observer = self._core.observer
         # The sender's trace context goes with the message, so that its consumer is
         # traced in the sender's trace, after a restart too (docs/tracing.md).
@@ -141,6 +123,34 @@ class ActorQueue:
         else:
             self.leases.rearm()  # the alarm (and timer) of the earliest hidden message
         return record
+
+    def check_send(self, name: str, body: Any) -> Any:
+        """Check a message now (its queue, schema and size) without staging it: a
+        workflow step's send is staged only once the step succeeds (docs/queues.md)."""
+        body = self._core.definition.validate_message(name, body)
+        self._encoded(name, body)
+        return body
+
+    def check_room(self, count: int) -> None:
+        """Fail with ``queue.full`` unless ``count`` more messages fit."""
+        limit = self._core.options.max_queue_size
+        if len(self._messages) + count > limit:
+            # rivetkit 2.3.19's texts and metadata (rivetkit-core's QueueFull and
+            # QueueMessageTooLarge), byte for byte.
+            raise QueueError(
+                f"Queue is full. Limit is {limit} messages.", code="full", metadata={"limit": limit}
+            )
+
+    def _encoded(self, name: str, body: Any) -> bytes:
+        data = encode_value(body, what=f"message for queue `{name}`")
+        limit = self._core.options.max_queue_message_size
+        if len(data) > limit:
+            raise QueueError(
+                f"Queue message too large ({len(data)} bytes). Limit is {limit} bytes.",
+                code="message_too_large",
+                metadata={"size": len(data), "limit": limit},
+            )
+        return data
 
     def _due(self, delay: float | None, at: int | None) -> int | None:
         """When a delayed send becomes visible (``None``: at once)."""
@@ -407,180 +417,6 @@ class ActorQueue:
 
     def __len__(self) -> int:
         return len(self._messages)
-
-
-class QueueReceiver:
-    """``c.queue``: send and receive for actor code outside workflows."""
-
-    def __init__(self, queue: ActorQueue) -> None:
-        self._queue = queue
-        self._core = queue.core
-
-    @keywords_checked("c.queue.send()")
-    async def send(
-        self,
-        name: str,
-        body: Any,
-        *,
-        delay: float | _dt.timedelta | None = None,
-        at: _dt.datetime | int | None = None,
-    ) -> None:
-        """Enqueue a message durably (does not wait for processing). ``delay`` (seconds
-        or ``timedelta``) or ``at`` (aware ``datetime`` or epoch ms): receivers see it
-        only from then on (docs/queues.md, "Delayed sends")."""
-        seconds, at_ms = send_delay(delay, at, wait=False, call="c.queue.send()")
-        await self._queue.send(name, body, delay=seconds, at=at_ms)
-
-    def size(self) -> int:
-        """How many messages are queued (including received-but-uncompleted ones)."""
-        return len(self._queue)
-
-    @keywords_checked("c.queue.next_batch()")
-    async def next_batch(
-        self,
-        names: Iterable[str] | str | None = None,
-        *,
-        count: int = 1,
-        timeout: float | _dt.timedelta | None = None,
-        completable: bool = False,
-        visibility_timeout: float | _dt.timedelta | None = None,
-        max_attempts: int | None = None,
-    ) -> list[QueueMessage]:
-        """Wait for at least one matching message; return up to ``count`` ([] on timeout).
-
-        ``timeout`` is seconds or a ``timedelta``; ``None`` waits until one comes. A
-        ``completable`` receive leases its messages (docs/queues.md): ``visibility_timeout``
-        and ``max_attempts`` override the queue's, and the lease is durable before this
-        returns.
-        """
-        call = "c.queue.next_batch()"
-        timeout = optional_duration(timeout, f"{call} timeout")
-        options = lease_options(call, completable, visibility_timeout, max_attempts)
-        wanted = _names(names)
-        clock = self._core.clock
-        deadline = None if timeout is None else clock.now_ms() + math.ceil(timeout * 1000)
-        activity = self._core.activity
-        while True:
-            left = None if deadline is None else max(0.0, (deadline - clock.now_ms()) / 1000)
-            activity.run_waiting(True)
-            try:
-                if not await self._queue.wait_for(wanted, left):
-                    return []
-            finally:
-                activity.run_waiting(False)
-            # Woken for a message another receiver took first, or one that became a dead
-            # letter: wait again for what is left of the timeout.
-            batch = self._take(wanted, count, completable, options)
-            if batch:
-                if completable:
-                    await self._core.request_flush()  # the lease, before the consumer runs
-                return batch
-
-    @keywords_checked("c.queue.next()")
-    async def next(
-        self,
-        names: Iterable[str] | str | None = None,
-        *,
-        timeout: float | _dt.timedelta | None = None,
-        completable: bool = False,
-        visibility_timeout: float | _dt.timedelta | None = None,
-        max_attempts: int | None = None,
-    ) -> QueueMessage | None:
-        """One message, waiting up to ``timeout`` (``None`` on timeout)."""
-        batch = await self.next_batch(
-            names,
-            count=1,
-            timeout=timeout,
-            completable=completable,
-            visibility_timeout=visibility_timeout,
-            max_attempts=max_attempts,
-        )
-        return batch[0] if batch else None
-
-    @keywords_checked("c.queue.try_next_batch()")
-    def try_next_batch(
-        self,
-        names: Iterable[str] | str | None = None,
-        *,
-        count: int = 1,
-        completable: bool = False,
-        visibility_timeout: float | _dt.timedelta | None = None,
-        max_attempts: int | None = None,
-    ) -> list[QueueMessage]:
-        """Up to ``count`` messages, without waiting. A completable receive's lease is
-        durable with the actor's next flush (``await c.queue.next(...)`` waits for it)."""
-        options = lease_options(
-            "c.queue.try_next_batch()", completable, visibility_timeout, max_attempts
-        )
-        return self._take(_names(names), count, completable, options)
-
-    @keywords_checked("c.queue.try_next()")
-    def try_next(
-        self,
-        names: Iterable[str] | str | None = None,
-        *,
-        completable: bool = False,
-        visibility_timeout: float | _dt.timedelta | None = None,
-        max_attempts: int | None = None,
-    ) -> QueueMessage | None:
-        """One message or ``None``, without waiting."""
-        batch = self.try_next_batch(
-            names,
-            count=1,
-            completable=completable,
-            visibility_timeout=visibility_timeout,
-            max_attempts=max_attempts,
-        )
-        return batch[0] if batch else None
-
-    @keywords_checked("c.queue.iter()")
-    async def iter(
-        self,
-        names: Iterable[str] | str | None = None,
-        *,
-        completable: bool = False,
-        visibility_timeout: float | _dt.timedelta | None = None,
-        max_attempts: int | None = None,
-    ) -> AsyncIterator[QueueMessage]:
-        """Messages as they come; ends quietly when the actor shuts down."""
-        lease_options("c.queue.iter()", completable, visibility_timeout, max_attempts)
-        while True:
-            try:
-                message = await self.next(
-                    names,
-                    completable=completable,
-                    visibility_timeout=visibility_timeout,
-                    max_attempts=max_attempts,
-                )
-            except ActorAborted:
-                return
-            if message is not None:
-                yield message
-
-    def _take(
-        self, wanted: frozenset[str] | None, count: int, completable: bool, options: LeaseOptions
-    ) -> list[QueueMessage]:
-        """Receive up to ``count`` available messages: leased if ``completable``. Messages
-        that became dead letters instead are replaced by the next ones."""
-        queue = self._queue
-        if not completable:
-            return queue.take(queue.available(wanted, count), completable=False)
-        taken: list[QueueMessage] = []
-        while len(taken) < count:
-            records = queue.available(wanted, count - len(taken))
-            if not records:
-                break
-            taken.extend(queue.leases.take(records, options))
-        return taken
-
-
-def _names(names: Iterable[str] | str | None) -> frozenset[str] | None:
-    if names is None:
-        return None
-    if isinstance(names, str):
-        return frozenset((names,))
-    as_set = frozenset(names)
-    return as_set or None
 
 
 def _by_id(record: QueueMessageRecord) -> int:

@@ -96,10 +96,17 @@ def interval_ms(value: Any, minimum_ms: int) -> int:
     """An ``every`` interval in milliseconds; at least ``minimum_ms`` (and 1 ms)."""
     milliseconds = round(_seconds(value, "The interval", "invalid_interval") * 1000)
     if milliseconds < max(minimum_ms, 1):
+        # Name the option that sets the floor, so the fix is one search away.
+        floor = (
+            f"the actor option min_cron_interval ({minimum_ms / 1000:g} s; lower it "
+            "in the actor's options to allow shorter intervals)"
+            if minimum_ms > 1
+            else "1 ms"
+        )
         raise ScheduleError(
-            f"The interval must be at least {max(minimum_ms, 1) / 1000:g} s "
-            f"(got {milliseconds / 1000:g} s).",
+            f"The interval ({milliseconds / 1000:g} s) is shorter than {floor}.",
             code="invalid_interval",
+            metadata={"minimum_ms": max(minimum_ms, 1), "interval_ms": milliseconds},
         )
     return milliseconds
 

@@ -442,7 +442,32 @@ def _paths() -> dict[str, Any]:
             "delete": _operation("Cancel a schedule (one-shot, cron or interval job).", empty),
         },
         **_dead_letter_paths(empty),
+        "/admin/actors/{actor_id}/kv": {
+            "parameters": [_ACTOR_ID],
+            "get": _operation(
+                "One page of the actor's KV records in key order (read without waking it: "
+                'what is committed). A bytes key shows as `["$Uint8Array", base64]`.',
+                _json(
+                    _object(
+                        {
+                            "records": {"type": "array", "items": _KV_RECORD},
+                            "next": {"type": ["string", "null"]},
+                        }
+                    )
+                ),
+                parameters=[
+                    _query("prefix", "Only the string keys that start with it.", string),
+                    _query("after", "The `next` cursor of the page before.", string),
+                    _query(
+                        "limit", "Records per page (default 50, at most 500).", {"type": "integer"}
+                    ),
+                ],
+            ),
+        },
     }
+
+
+_KV_RECORD = _object({"key": {}, "value": {}, "size": {"type": "integer"}})
 
 
 def _dead_letter_paths(empty: dict[str, Any]) -> dict[str, Any]:

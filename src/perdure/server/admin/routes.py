@@ -39,6 +39,7 @@ from perdure.runtime import (
 )
 from perdure.server.admin.openapi import openapi_document
 from perdure.server.edge.admin_access import AdminAccess
+from perdure.server.edge.mount import link_root
 from perdure.server.gateway.management import Endpoint, json_errors, json_response, read_json_object
 
 __all__ = ["ADMIN_PREFIX", "admin_routes"]
@@ -142,8 +143,12 @@ class _AdminApi:
             return None
 
     async def openapi(self, request: Request) -> Response:
-        """``GET /admin/openapi.json``."""
-        return json_response(openapi_document())
+        """``GET /admin/openapi.json``; mounted in a host app, the document's server is
+        perdure's prefix, so that the paths it lists resolve there."""
+        root = link_root(request.scope)
+        if not root:
+            return json_response(openapi_document())
+        return json_response({**openapi_document(), "servers": [{"url": root}]})
 
     # ------------------------------------------------------------- operations
 
@@ -260,6 +265,18 @@ class _AdminApi:
         letters = await self.inspector.dead_letters(actor_id, queue)
         return json_response({"dead_letters": [shown(letter) for letter in letters]})
 
+    async def kv(self, request: Request) -> Response:
+        """``GET /admin/actors/{id}/kv?prefix=&after=&limit=``: one page of the actor's
+        KV records, read without waking it."""
+        query = request.query_params
+        page = await self.inspector.kv(
+            request.path_params["actor_id"],
+            prefix=query.get("prefix"),
+            after=query.get("after") or None,
+            limit=_limit(query.get("limit")),
+        )
+        return json_response(page)
+
     async def requeue(self, request: Request) -> Response:
         """``POST /admin/actors/{id}/dead-letters/{message_id}/requeue``."""
         actor_id = request.path_params["actor_id"]
@@ -362,6 +379,7 @@ def admin_routes(runtime: ActorRuntime, access: AdminAccess) -> list[Route]:
         ),
         Route(actor + "/schedules/{schedule_id}", guard(api.unschedule), methods=["DELETE"]),
         Route(actor + "/dead-letters", guard(api.dead_letters), methods=["GET"]),
+        Route(actor + "/kv", guard(api.kv), methods=["GET"]),
         Route(actor + "/dead-letters/{message_id}/requeue", guard(api.requeue), methods=["POST"]),
         Route(actor + "/dead-letters/{message_id}", guard(api.drop), methods=["DELETE"]),
     ]

@@ -33,7 +33,7 @@ from perdure.server.cluster.pipe import (
     pipe_to_owner,
     websocket_url,
 )
-from perdure.server.edge.asgi import Receive, Scope, Send, client_gone, header_value
+from perdure.server.edge.asgi import Message, Receive, Scope, Send, client_gone, header_value
 
 __all__ = ["RawRelay"]
 
@@ -80,23 +80,36 @@ class RawRelay:
         await self._relay(owner, scope, body, send, _raw_path(actor_id, "request", rest, scope))
 
     async def event_stream(
-        self, owner: PeerNode, scope: Scope, receive: Receive, send: Send, actor_id: str
+        self,
+        owner: PeerNode,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        actor_id: str,
+        *,
+        stopping: asyncio.Event,
     ) -> None:
         """Relay a Server-Sent Events stream (:mod:`perdure.server.gateway.sse`) from the owner
-        until the client goes away or the owner ends it. The client's headers go along,
-        ``Last-Event-ID`` included, so the owner resumes where the client asks; when the
-        owner stops (a drain, a crash), the stream ends and the browser reconnects."""
+        until the client goes away, the owner ends it or this node stops (``stopping``).
+        The client's headers go along, ``Last-Event-ID`` included, so the owner resumes
+        where the client asks; when either node stops (a drain, a crash), the stream ends
+        and the browser reconnects."""
         path = _raw_path(actor_id, "events", "", scope)
-        relay = asyncio.ensure_future(self._relay(owner, scope, b"", send, path))
+        sent = _TrackedSend(send)
+        relay = asyncio.ensure_future(self._relay(owner, scope, b"", sent, path))
         gone = asyncio.ensure_future(client_gone(receive))
+        stop = asyncio.ensure_future(stopping.wait())
         try:
-            await asyncio.wait({relay, gone}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait({relay, gone, stop}, return_when=asyncio.FIRST_COMPLETED)
         finally:
             gone.cancel()
+            stop.cancel()
             if not relay.done():
-                relay.cancel()  # the client left: close the stream to the owner
+                relay.cancel()  # the client left, or this node stops: close the owner's
             with contextlib.suppress(asyncio.CancelledError):
                 await relay  # its errors (owner unreachable …) are the caller's
+        if stopping.is_set() and sent.started and not sent.ended:
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
 
     async def _relay(
         self, owner: PeerNode, scope: Scope, body: bytes, send: Send, path: str
@@ -205,3 +218,21 @@ async def _stream_back(response: httpx.Response, send: Send) -> None:
         _log.warning("the owner's raw answer broke off midway", exc_info=True)
         return
     await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+class _TrackedSend:
+    """An ASGI ``send`` that remembers whether the response began and ended, so that a
+    relay cut short by this node's stop can still end the answer it began."""
+
+    __slots__ = ("_send", "ended", "started")
+
+    def __init__(self, send: Send) -> None:
+        self._send = send
+        self.started = self.ended = False
+
+    async def __call__(self, message: Message) -> None:
+        if message["type"] == "http.response.start":
+            self.started = True
+        elif message["type"] == "http.response.body" and not message.get("more_body", False):
+            self.ended = True
+        await self._send(message)

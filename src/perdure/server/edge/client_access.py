@@ -30,6 +30,7 @@ from perdure.errors import AccessForbidden, AccessUnauthorized
 from perdure.runtime import ClusterMember
 from perdure.server.cluster.pipe import presents_secret
 from perdure.server.edge.asgi import Scope, header_value
+from perdure.server.edge.mount import route_path
 
 __all__ = ["OPEN_PATHS", "ClientAccess", "presented_token", "server_token"]
 
@@ -102,7 +103,7 @@ def presented_token(scope: Scope) -> str | None:
 
 
 def _token_in_url(scope: Scope) -> str | None:
-    path: str = scope["path"]
+    path = route_path(scope)
     if path.startswith("/gateway/"):
         segment = path.split("/", 3)[2]
         if "@" in segment:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable, Sequence
 from types import FrameType
 from typing import Any
 
@@ -31,9 +32,17 @@ _log = logging.getLogger("perdure.server")
 class DrainingServer(uvicorn.Server):
     """``uvicorn.Server`` serving ``runtime``; see the module docstring."""
 
-    def __init__(self, config: uvicorn.Config, runtime: ActorRuntime) -> None:
+    def __init__(
+        self,
+        config: uvicorn.Config,
+        runtime: ActorRuntime,
+        on_stop: Sequence[Callable[[], None]] = (),
+    ) -> None:
+        """``on_stop``: what to call on the event loop when a stop signal comes, before
+        uvicorn waits for open responses (the app's ``end_streams``)."""
         super().__init__(config)
         self.runtime = runtime
+        self._on_stop = tuple(on_stop)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._drain_started = False
 
@@ -49,6 +58,8 @@ class DrainingServer(uvicorn.Server):
             loop.call_soon_threadsafe(self.runtime.feed.close_all)
             # Likewise senders waiting for a completion: they get `timedOut` now.
             loop.call_soon_threadsafe(self.runtime.release_waiting_senders)
+            for stop in self._on_stop:  # the gateway's event streams
+                loop.call_soon_threadsafe(stop)
         if self._drain_started or self.runtime.cluster is None or loop is None:
             super().handle_exit(sig, frame)
             return

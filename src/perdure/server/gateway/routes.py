@@ -48,6 +48,7 @@ from perdure.server.edge.asgi import (
     traced,
 )
 from perdure.server.edge.client_caps import UNLIMITED, ClientLimits
+from perdure.server.edge.mount import ROOT_KEY, raw_route_path
 from perdure.server.edge.wire_errors import (
     actor_headers,
     send_error,
@@ -84,6 +85,10 @@ class Gateway:
         self.raw = RawHandler(self.dispatch, self.options, self.names, runtime.cluster, limits)
         self.events = EventStream(self.dispatch, self.options, self.names, self.raw.relay, limits)
 
+    def end_streams(self) -> None:
+        """The server is stopping: end the open event streams (:meth:`EventStream.end_all`)."""
+        self.events.end_all()
+
     async def aclose(self) -> None:
         """Close what the gateway keeps open to the other nodes (the raw relay's)."""
         if self.raw.relay is not None:
@@ -91,6 +96,8 @@ class Gateway:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         raw_path: bytes = scope.get("raw_path") or scope["path"].encode()
+        if ROOT_KEY in scope:  # mounted in a host app: the path below perdure's prefix
+            raw_path = raw_route_path(scope)
         parts = raw_path.split(b"/")
         # ["", "gateway", target, route, name?]
         if scope["type"] == "websocket":

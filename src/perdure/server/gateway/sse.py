@@ -137,6 +137,14 @@ class EventStream:
         self.names = names
         self.relay = relay
         self.limits = limits
+        self._stopping = asyncio.Event()
+
+    def end_all(self) -> None:
+        """The server is stopping: end every open stream now, relayed ones too. Their
+        readers reconnect with ``Last-Event-ID`` (to another node, or to this one once it
+        is back) and resume from the log; without this, an open stream, which never
+        ends by itself, holds the shutdown until uvicorn's graceful timeout (30 s)."""
+        self._stopping.set()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send, segment: str) -> None:
         try:
@@ -168,7 +176,9 @@ class EventStream:
             if owner is not None:
                 if self.relay is None:
                     raise NotLocal("The actor lives on another node; its events stream there.")
-                await self.relay.event_stream(owner, scope, receive, send, actor.actor_id)
+                await self.relay.event_stream(
+                    owner, scope, receive, send, actor.actor_id, stopping=self._stopping
+                )
                 return
             opened = await actor.connect(params, sink)
             if not isinstance(opened, ConnectionRef):
@@ -184,7 +194,7 @@ class EventStream:
         try:
             headers = [*_HEADERS, *actor_headers(conn.identity)]
             await send({"type": "http.response.start", "status": 200, "headers": headers})
-            await _pump(sink, receive, send)
+            await _pump(sink, receive, send, self._stopping)
         finally:
             await conn.close()
 
@@ -197,18 +207,24 @@ def _since(scope: Scope, query: dict[str, str]) -> Since:
     return Since(age_ms=0) if text is None else parse_since(text.strip())
 
 
-async def _pump(sink: _StreamSink, receive: Receive, send: Send) -> None:
-    """Send the stream until the client goes away or the actor closes the connection."""
+async def _pump(sink: _StreamSink, receive: Receive, send: Send, stopping: asyncio.Event) -> None:
+    """Send the stream until the client goes away, the actor closes the connection or
+    the server stops."""
     gone = asyncio.ensure_future(client_gone(receive))
+    stop = asyncio.ensure_future(stopping.wait())
     try:
         await send({"type": "http.response.body", "body": b": open\n\n", "more_body": True})
         while True:
             item = asyncio.ensure_future(sink.items.get())
             done, _ = await asyncio.wait(
-                {item, gone}, timeout=_KEEPALIVE, return_when=asyncio.FIRST_COMPLETED
+                {item, gone, stop}, timeout=_KEEPALIVE, return_when=asyncio.FIRST_COMPLETED
             )
             if gone in done:
                 item.cancel()
+                return
+            if stop in done and item not in done:
+                item.cancel()
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
                 return
             if not done:
                 item.cancel()
@@ -224,3 +240,4 @@ async def _pump(sink: _StreamSink, receive: Receive, send: Send) -> None:
             await send({"type": "http.response.body", "body": message, "more_body": True})
     finally:
         gone.cancel()
+        stop.cancel()

@@ -27,6 +27,7 @@ from perdure.errors import ActorAlreadyExists
 from perdure.keys import serialize_key
 from perdure.store._shared import actor_id_taken, actor_missing, message_row
 from perdure.store.base import ActorCommit, ActorRecord, EventRecord, QueueMessageRecord
+from perdure.store.postgres.kv import KV_DELETE_RANGES, kv_parts
 
 __all__ = [
     "CommitOp",
@@ -181,12 +182,14 @@ _UPSERTS: dict[str, tuple[str, tuple[tuple[str, str], ...], tuple[str, ...]]] = 
         (("key", "text"), ("fingerprint", "text"), ("created_at", "bigint"), ("answer", "bytea")),
         ("key",),
     ),
+    "vp": ("actor_kv", (("key", "bytea"), ("value", "bytea")), ("key",)),
 }  # fmt: skip
 _DELETES: dict[str, tuple[str, str, str]] = {
     # part: (table, key column, type)
     "qd": ("queue_messages", "id", "bigint"),
     "hd": ("workflow_history", "location", "text"),
     "sd": ("schedules", "id", "text"),
+    "vd": ("actor_kv", "key", "bytea"),
 }
 # A prune spares the fires this commit puts: the put replaces them (the same outcome as
 # prune-then-put) without two CTEs touching one row.
@@ -248,6 +251,8 @@ def _part_sql(part: str) -> str:
         return _EVENT_PRUNE
     if part == "kx":
         return _KEY_PRUNE
+    if part == "vr":
+        return KV_DELETE_RANGES
     name, many = part[:2], part[2:] == "n"
     return _upsert_sql(name, many) if name in _UPSERTS else _delete_sql(name, many)
 
@@ -433,6 +438,8 @@ def merge_rows(commit: ActorCommit) -> MergeRows | None:
         return None  # retention, every so many events: its own statement
     if commit.key_put or commit.key_prune is not None:
         return None  # a keyed request's commit: its own statement
+    if commit.kv_put or commit.kv_delete or commit.kv_delete_range:
+        return None  # KV writes (c.kv): their own statement
     return MergeRows(commit)
 
 
@@ -454,6 +461,8 @@ def _single_statement(commit: ActorCommit, channel: str) -> tuple[LiteralString,
         _event_parts(commit, params, parts)
     if commit.key_put or commit.key_prune is not None:
         _key_parts(commit, params, parts)
+    if commit.kv_put or commit.kv_delete or commit.kv_delete_range:
+        parts.extend(kv_parts(commit, params, _upsert, _delete))
     return _commit_sql(columns, tuple(parts), notify, commit.fence is not None), params
 
 
@@ -567,7 +576,8 @@ WITH d AS (DELETE FROM actors WHERE actor_id = %(actor_id)s RETURNING actor_id),
      s AS (DELETE FROM schedules WHERE actor_id = %(actor_id)s),
      f AS (DELETE FROM schedule_fires WHERE actor_id = %(actor_id)s),
      e AS (DELETE FROM actor_events WHERE actor_id = %(actor_id)s),
-     k AS (DELETE FROM idempotency_keys WHERE actor_id = %(actor_id)s)
+     k AS (DELETE FROM idempotency_keys WHERE actor_id = %(actor_id)s),
+     v AS (DELETE FROM actor_kv WHERE actor_id = %(actor_id)s)
 SELECT count(*) FROM d"""
 
 

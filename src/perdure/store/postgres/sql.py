@@ -41,6 +41,11 @@ LOAD_KEY = (
     "SELECT key, fingerprint, created_at, answer FROM idempotency_keys"
     " WHERE actor_id = %s AND key = %s"
 )
+# One range of the index idempotency_keys_age (actor_id, created_at).
+LOAD_KEYS = (
+    "SELECT key, created_at FROM idempotency_keys WHERE actor_id = %s AND created_at >= %s"
+    " ORDER BY created_at DESC LIMIT %s"
+)
 # COLLATE "C": ids sort in byte order, as in the other backends, whatever the locale.
 LOAD_SCHEDULES = (
     "SELECT id, kind, action, args, run_at, created_at, name, expression, timezone,"

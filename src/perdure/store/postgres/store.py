@@ -19,7 +19,7 @@ connections, beside the writer (see :mod:`perdure.store.postgres.nodes`).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, LiteralString
 
 import psycopg
@@ -43,6 +43,7 @@ from perdure.store.base import (
     Store,
     WakeupCallback,
 )
+from perdure.store.postgres.kv import KV_GET, kv_list_sql
 from perdure.store.postgres.lease import GET_LEASE, AcquireOp, ClaimOp, ReleaseOp
 from perdure.store.postgres.listen import WakeupListener
 from perdure.store.postgres.nodes import (
@@ -72,6 +73,7 @@ from perdure.store.postgres.sql import (
     LOAD_FIRES,
     LOAD_HISTORY,
     LOAD_KEY,
+    LOAD_KEYS,
     LOAD_QUEUE,
     LOAD_SCHEDULES,
     NEXT_WAKE_AT,
@@ -393,6 +395,43 @@ class PostgresStore(Store):
             return None
         key, fingerprint, created_at, answer = rows[0]
         return IdempotencyRecord(key, fingerprint, created_at, bytes(answer))
+
+    async def load_idempotency_keys(
+        self, actor_id: str, since: int, limit: int
+    ) -> list[tuple[str, int]]:
+        """The newest ``limit`` keys created at or after ``since``, newest first."""
+        if limit <= 0:
+            self._check_open()
+            return []
+        rows = await self._rows(LOAD_KEYS, (actor_id, since, limit))
+        return [(row[0], row[1]) for row in rows]
+
+    async def kv_get(self, actor_id: str, keys: Sequence[bytes]) -> list[bytes | None]:
+        """The values of the actor's KV ``keys`` (``None``: no record), in one query."""
+        if not keys:
+            self._check_open()
+            return []
+        wanted = list({bytes(key) for key in keys})
+        found = {bytes(k): bytes(v) for k, v in await self._rows(KV_GET, (actor_id, wanted))}
+        return [found.get(bytes(key)) for key in keys]
+
+    async def kv_list(
+        self,
+        actor_id: str,
+        *,
+        start: bytes = b"",
+        end: bytes | None = None,
+        reverse: bool = False,
+        limit: int | None = None,
+    ) -> list[tuple[bytes, bytes]]:
+        """The actor's KV records in ``[start, end)``, by key (see :meth:`Store.kv_list`)."""
+        if limit is not None and limit <= 0:
+            self._check_open()
+            return []
+        sql = kv_list_sql(end is not None, reverse)
+        bound = () if end is None else (bytes(end),)
+        rows = await self._rows(sql, (actor_id, bytes(start), *bound, limit))
+        return [(bytes(key), bytes(value)) for key, value in rows]
 
     async def due_actors(self, until: int, limit: int) -> list[tuple[str, int]]:
         """``(actor_id, wake_at)`` of actors due by ``until``, earliest first (ties by id)."""

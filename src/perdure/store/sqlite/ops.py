@@ -131,6 +131,10 @@ _KEY_PUT_SQL = (
     " VALUES (?, ?, ?, ?, ?)"
 )
 _KEY_PRUNE_SQL = "DELETE FROM idempotency_keys WHERE actor_id = ? AND created_at < ?"
+_KV_DELETE_RANGE_SQL = "DELETE FROM actor_kv WHERE actor_id = ? AND key >= ? AND key < ?"
+_KV_DELETE_FROM_SQL = "DELETE FROM actor_kv WHERE actor_id = ? AND key >= ?"
+_KV_DELETE_SQL = "DELETE FROM actor_kv WHERE actor_id = ? AND key = ?"
+_KV_PUT_SQL = "INSERT OR REPLACE INTO actor_kv (actor_id, key, value) VALUES (?, ?, ?)"
 
 
 def _update_sql(columns: tuple[str, ...], fenced: bool) -> str:
@@ -159,6 +163,10 @@ class CommitOp(WriteOp):
         "history_put",
         "key_prune",
         "key_put",
+        "kv_delete",
+        "kv_delete_from",
+        "kv_delete_range",
+        "kv_put",
         "queue_delete",
         "queue_put",
         "schedule_writes",
@@ -194,6 +202,17 @@ class CommitOp(WriteOp):
             [(actor_id, k.key, k.fingerprint, k.created_at, k.answer) for k in keys] if keys else ()
         )
         self.key_prune = () if bound is None else [(actor_id, bound)]
+        self._kv_rows(commit)
+
+    def _kv_rows(self, commit: ActorCommit) -> None:
+        """The KV rows of the commit: ranges, then deletes, then puts (the contract's
+        order, kept by the order of ``_SEGMENT_ROWS`` too)."""
+        actor_id = commit.actor_id
+        ranges, gone, put = commit.kv_delete_range, commit.kv_delete, commit.kv_put
+        self.kv_delete_range = [(actor_id, s, e) for s, e in ranges if e is not None]
+        self.kv_delete_from = [(actor_id, s) for s, e in ranges if e is None]
+        self.kv_delete = [(actor_id, key) for key in gone] if gone else ()
+        self.kv_put = [(actor_id, key, value) for key, value in put.items()] if put else ()
 
     def apply(self, db: sqlite3.Connection) -> None:
         # The actor row goes first: if it is missing, nothing of this commit is written.
@@ -222,6 +241,14 @@ class CommitOp(WriteOp):
             db.executemany(_KEY_PRUNE_SQL, self.key_prune)
         if self.key_put:
             db.executemany(_KEY_PUT_SQL, self.key_put)
+        if self.kv_delete_range:
+            db.executemany(_KV_DELETE_RANGE_SQL, self.kv_delete_range)
+        if self.kv_delete_from:
+            db.executemany(_KV_DELETE_FROM_SQL, self.kv_delete_from)
+        if self.kv_delete:
+            db.executemany(_KV_DELETE_SQL, self.kv_delete)
+        if self.kv_put:
+            db.executemany(_KV_PUT_SQL, self.kv_put)
 
 
 def _schedule_writes(commit: ActorCommit) -> list[tuple[str, list[tuple[Any, ...]]]]:
@@ -298,6 +325,7 @@ class DeleteOp(WriteOp):
         db.execute("DELETE FROM schedule_fires WHERE actor_id = ?", params)
         db.execute("DELETE FROM actor_events WHERE actor_id = ?", params)
         db.execute("DELETE FROM idempotency_keys WHERE actor_id = ?", params)
+        db.execute("DELETE FROM actor_kv WHERE actor_id = ?", params)
 
 
 class CallOp(WriteOp):
@@ -379,4 +407,8 @@ _SEGMENT_ROWS = (
     (_EVENT_PUT_SQL, "event_put"),
     (_KEY_PRUNE_SQL, "key_prune"),
     (_KEY_PUT_SQL, "key_put"),
+    (_KV_DELETE_RANGE_SQL, "kv_delete_range"),
+    (_KV_DELETE_FROM_SQL, "kv_delete_from"),
+    (_KV_DELETE_SQL, "kv_delete"),
+    (_KV_PUT_SQL, "kv_put"),
 )

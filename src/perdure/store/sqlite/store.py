@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -100,6 +100,25 @@ _LOAD_KEY = (
     "SELECT key, fingerprint, created_at, answer FROM idempotency_keys"
     " WHERE actor_id = ? AND key = ?"
 )
+# Served by the index idempotency_keys_age (actor_id, created_at), which holds the key
+# too (the primary key of a WITHOUT ROWID table): one range, no row read.
+_LOAD_KEYS = (
+    "SELECT key, created_at FROM idempotency_keys WHERE actor_id = ? AND created_at >= ?"
+    " ORDER BY created_at DESC LIMIT ?"
+)
+# The KV space's reads (store/kv.py): one range of the primary key each. LIMIT -1 is
+# SQLite's "no limit"; BLOBs compare with memcmp, the contract's order.
+_KV_LIST = {
+    (bounded, reverse): (
+        "SELECT key, value FROM actor_kv WHERE actor_id = ? AND key >= ?"
+        + (" AND key < ?" if bounded else "")
+        + (" ORDER BY key DESC" if reverse else " ORDER BY key")
+        + " LIMIT ?"
+    )
+    for bounded in (False, True)
+    for reverse in (False, True)
+}
+_KV_GET_CHUNK = 500  # keys per statement (SQLite bounds the parameters of one)
 _GET_LEASE = (
     "SELECT generation, owner_node, lease_expires_at FROM actors"
     " WHERE actor_id = ? AND owner_node IS NOT NULL"
@@ -448,6 +467,42 @@ class SQLiteStore(Store):
         """The record of the actor's idempotency key ``key``, or ``None``."""
         rows = self._rows(_LOAD_KEY, (actor_id, key))
         return IdempotencyRecord(*rows[0]) if rows else None
+
+    async def load_idempotency_keys(
+        self, actor_id: str, since: int, limit: int
+    ) -> list[tuple[str, int]]:
+        """The newest ``limit`` keys created at or after ``since``, newest first."""
+        if limit <= 0:
+            return []  # SQLite reads LIMIT -1 as "no limit"
+        return [(row[0], row[1]) for row in self._rows(_LOAD_KEYS, (actor_id, since, limit))]
+
+    async def kv_get(self, actor_id: str, keys: Sequence[bytes]) -> list[bytes | None]:
+        """The values of the actor's KV ``keys`` (``None``: no record)."""
+        found: dict[bytes, bytes] = {}
+        wanted = list(dict.fromkeys(bytes(key) for key in keys))
+        for at in range(0, len(wanted), _KV_GET_CHUNK):
+            chunk = wanted[at : at + _KV_GET_CHUNK]
+            marks = ", ".join("?" * len(chunk))
+            sql = f"SELECT key, value FROM actor_kv WHERE actor_id = ? AND key IN ({marks})"
+            found.update(self._rows(sql, (actor_id, *chunk)))
+        return [found.get(bytes(key)) for key in keys]
+
+    async def kv_list(
+        self,
+        actor_id: str,
+        *,
+        start: bytes = b"",
+        end: bytes | None = None,
+        reverse: bool = False,
+        limit: int | None = None,
+    ) -> list[tuple[bytes, bytes]]:
+        """The actor's KV records in ``[start, end)``, by key (see :meth:`Store.kv_list`)."""
+        if limit is not None and limit <= 0:
+            return []  # SQLite reads LIMIT -1 as "no limit"
+        sql = _KV_LIST[end is not None, reverse]
+        bound = () if end is None else (end,)
+        params = (actor_id, start, *bound, -1 if limit is None else limit)
+        return [(row[0], row[1]) for row in self._rows(sql, params)]
 
     async def due_actors(self, until: int, limit: int) -> list[tuple[str, int]]:
         """``(actor_id, wake_at)`` of actors due by ``until``, earliest first (ties by id)."""

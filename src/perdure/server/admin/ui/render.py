@@ -50,6 +50,7 @@ def page(
     template: str,
     *,
     title: str,
+    root: str = "",
     status: int = 200,
     script: str | None = None,
     signed_in: bool = False,
@@ -58,22 +59,28 @@ def page(
 ) -> HTMLResponse:
     """``template`` inside the common layout, as a response with the security headers.
 
-    ``script`` names a module under ``/ui/static/`` that the page loads; ``signed_in``
-    shows the sign-out button (only useful when the server has an admin token); ``node``
-    names the cluster node that answers, in the header.
+    ``root`` is where perdure is mounted (``""`` at the root,
+    :func:`perdure.server.edge.mount.link_root`): every link, form and file of the page
+    starts with it (``$root`` in the templates), and the layout hands it to the scripts
+    (``<meta name="perdure-root">``, read by ``static/api.js``). ``script`` names a
+    module under ``/ui/static/`` that the page loads; ``signed_in`` shows the sign-out
+    button (only useful when the server has an admin token); ``node`` names the cluster
+    node that answers, in the header.
     """
     scripts = ""
     if script is not None:
-        scripts = f'<script type="module" src="/ui/static/{html.escape(script)}"></script>'
-    sign_out = _fill("signout.html", {}) if signed_in else ""
+        src = f"{root}/ui/static/{script}"
+        scripts = f'<script type="module" src="{html.escape(src)}"></script>'
+    sign_out = _fill("signout.html", {"root": root}) if signed_in else ""
     body = _fill(
         "layout.html",
         {
+            "root": root,
             "title": title,
             "node": node,
             "scripts": Safe(scripts),
             "signout": Safe(sign_out),
-            "content": Safe(_fill(template, values)),
+            "content": Safe(_fill(template, {"root": root, **values})),
         },
     )
     return HTMLResponse(body, status, headers=SECURITY_HEADERS)

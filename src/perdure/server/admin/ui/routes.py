@@ -5,6 +5,10 @@ A browser refused only for lack of a token gets the sign-in page instead of a JS
 signing in stores the token in the ``perdure_admin`` cookie (HttpOnly, SameSite=Strict),
 which the browser then sends with the pages' calls to the admin API and with the live
 feed's ``EventSource`` (which cannot carry an ``Authorization`` header).
+
+Mounted in a host app (docs/embedding.md), every link, redirect and the cookie's path
+start with perdure's prefix (:func:`perdure.server.edge.mount.link_root`), and the
+cookie is sent to perdure's paths only.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from perdure.server.edge.admin_access import (
     AdminUnauthorized,
 )
 from perdure.server.edge.asgi import read_body
+from perdure.server.edge.mount import link_root
 
 __all__ = ["ui_routes"]
 
@@ -61,11 +66,13 @@ def _asset(name: str) -> _Asset | None:
     return _Asset(body, _MEDIA_TYPES[suffix], '"' + hashlib.sha256(body).hexdigest()[:16] + '"')
 
 
-def _safe_next(target: str | None) -> str:
-    """Where to go after signing in: an inspector path on this server, nothing else."""
-    if target and target.startswith(_HOME) and "//" not in target and "\\" not in target:
+def _safe_next(target: str | None, root: str) -> str:
+    """Where to go after signing in: an inspector path on this server, nothing else
+    (``root``: where perdure is mounted)."""
+    home = root + _HOME
+    if target and target.startswith(home) and "//" not in target and "\\" not in target:
         return target
-    return _HOME
+    return home
 
 
 def _cross_site_navigation(request: Request) -> bool:
@@ -111,7 +118,7 @@ class _Inspector:
         refused = self.verdict(request)
         if refused is None or isinstance(refused, AdminUnauthorized):
             return None
-        return _denied(refused)
+        return _denied(refused, link_root(request.scope))
 
     def guarded(self, handler: Endpoint) -> Endpoint:
         """``handler`` behind the access rule; refusals answer with a page, not JSON."""
@@ -131,11 +138,13 @@ class _Inspector:
     ) -> Response:
         if not problem and AdminAccess.presented_token(request) is not None:
             problem = "The saved admin token is no longer valid: sign in again."
+        root = link_root(request.scope)
         return page(
             "login.html",
             title="Sign in",
+            root=root,
             status=status,
-            next=_safe_next(target),
+            next=_safe_next(target, root),
             problem=problem,
             problem_hidden="" if problem else "hidden",
         )
@@ -144,6 +153,7 @@ class _Inspector:
         return page(
             "overview.html",
             title="Actors",
+            root=link_root(request.scope),
             script="overview.js",
             signed_in=self.uses_token,
             node=self.node,
@@ -154,6 +164,7 @@ class _Inspector:
         return page(
             "actor.html",
             title=f"Actor {actor_id}",
+            root=link_root(request.scope),
             script="actor.js",
             signed_in=self.uses_token,
             node=self.node,
@@ -161,11 +172,12 @@ class _Inspector:
         )
 
     async def login_form(self, request: Request) -> Response:
-        target = request.query_params.get("next", _HOME)
+        root = link_root(request.scope)
+        target = request.query_params.get("next", root + _HOME)
         refused = self.verdict(request)
         if refused is None:
             # Already allowed (signed in, or a loopback client on a server without a token).
-            return RedirectResponse(_safe_next(target), 303)
+            return RedirectResponse(_safe_next(target, root), 303)
         if isinstance(refused, AdminUnauthorized):
             return self.sign_in_page(target, request)
         return _refused(request, refused)
@@ -178,7 +190,8 @@ class _Inspector:
         except (PerdureError, UnicodeDecodeError):
             form = {}
         token = (form.get("token") or [""])[0].strip()
-        target = _safe_next((form.get("next") or [_HOME])[0])
+        root = link_root(request.scope)
+        target = _safe_next((form.get("next") or [""])[0], root)
         if self.admin.token is None:
             return RedirectResponse(target, 303)  # no token to check: loopback rules apply
         if not token or not hmac.compare_digest(token.encode(), self.admin.token.encode()):
@@ -190,7 +203,7 @@ class _Inspector:
             token,
             httponly=True,
             samesite="strict",
-            path="/",
+            path=root + "/",
             secure=request.url.scheme == "https",
         )
         return response
@@ -198,8 +211,9 @@ class _Inspector:
     async def logout(self, request: Request) -> Response:
         if (refused := self.beyond_token(request)) is not None:
             return refused
-        response = RedirectResponse(_LOGIN, 303)
-        response.delete_cookie(ADMIN_COOKIE, path="/", httponly=True, samesite="strict")
+        root = link_root(request.scope)
+        response = RedirectResponse(root + _LOGIN, 303)
+        response.delete_cookie(ADMIN_COOKIE, path=root + "/", httponly=True, samesite="strict")
         return response
 
     async def static(self, request: Request) -> Response:
@@ -221,9 +235,13 @@ def _refused(request: Request, exc: AdminDenied) -> Response:
     """The page for a page request the access rule refused."""
     if _cross_site_navigation(request):
         return page(
-            "continue.html", title="Open the inspector", status=exc.status, target=_here(request)
+            "continue.html",
+            title="Open the inspector",
+            root=link_root(request.scope),
+            status=exc.status,
+            target=_here(request),
         )
-    return _denied(exc)
+    return _denied(exc, link_root(request.scope))
 
 
 def _here(request: Request) -> str:
@@ -232,10 +250,11 @@ def _here(request: Request) -> str:
     return request.url.path + (f"?{query}" if query else "")
 
 
-def _denied(exc: AdminDenied) -> Response:
+def _denied(exc: AdminDenied, root: str) -> Response:
     return page(
         "denied.html",
         title="Not available",
+        root=root,
         status=exc.status,
         code=exc.identifier,
         message=exc.message,
@@ -243,7 +262,7 @@ def _denied(exc: AdminDenied) -> Response:
 
 
 async def _to_home(request: Request) -> Response:
-    return RedirectResponse(_HOME, 308)
+    return RedirectResponse(link_root(request.scope) + _HOME, 308)
 
 
 def ui_routes(runtime: ActorRuntime, admin: AdminAccess) -> list[Route]:

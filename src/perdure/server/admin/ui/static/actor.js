@@ -3,7 +3,7 @@
 // snapshot of the actor. Feed events patch what they carry (state, workflow entries and
 // status, awake) at once; what the feed only hints at (queue, schedules, connections, next
 // alarm) is refetched, debounced.
-import { ApiError, api, badge, brief, duration, el, installShortcuts, keyText, parseJson, pretty, showError, timeEl } from "./api.js";
+import { ApiError, api, badge, brief, duration, el, installShortcuts, keyText, parseJson, pretty, showError, timeEl, url } from "./api.js";
 import { HistoryTable, errorText } from "./workflow.js";
 
 const REFRESH_DELAY_MS = 300;
@@ -81,7 +81,7 @@ function renderWorkflowStatus(workflow) {
 
 /** The page of another actor (a parent or a child workflow). */
 function actorLink(link) {
-  return el("a", { href: `/ui/actors/${encodeURIComponent(link.actor_id)}` }, `${link.name} ${keyText(link.key)}`);
+  return el("a", { href: url(`/ui/actors/${encodeURIComponent(link.actor_id)}`) }, `${link.name} ${keyText(link.key)}`);
 }
 
 function renderFamily(workflow) {
@@ -299,7 +299,7 @@ function onFeed(type, handler) {
 
 function openFeed() {
   if (gone) return;
-  feed = new EventSource(`${base}/feed`);
+  feed = new EventSource(url(`${base}/feed`));
   // Every (re)opened feed starts with a `snapshot` of the actor, then sends changes.
   feed.addEventListener("open", () => setFeedState("live", true));
   feed.addEventListener("error", () => {
@@ -357,7 +357,7 @@ function markGone(message) {
   if (feed) feed.close();
   setFeedState("closed", false);
   const banner = $("banner");
-  banner.replaceChildren(message, " ", el("a", { href: "/ui/" }, "Back to the actor list"));
+  banner.replaceChildren(message, " ", el("a", { href: url("/ui/") }, "Back to the actor list"));
   banner.hidden = false;
   for (const control of document.querySelectorAll(".columns button, .columns input, .columns textarea")) control.disabled = true;
   announce(message);

@@ -2,6 +2,17 @@
 // nodes, formatting values, and the keyboard shortcut. Everything from the server goes
 // into the page as text (never as markup), so actor data cannot inject HTML.
 
+/**
+ * Where the server mounts perdure: "" at the root, "/perdure" when a host app mounts it
+ * at /perdure (docs/embedding.md). The page says so in `<meta name="perdure-root">`.
+ */
+export const root = document.querySelector('meta[name="perdure-root"]')?.getAttribute("content") ?? "";
+
+/** A path of perdure's (`/ui/…`, `/admin/…`) as a path on this server. */
+export function url(path) {
+  return root + path;
+}
+
 /** An admin API error: perdure's error body `{group, code, message, metadata}`. */
 export class ApiError extends Error {
   constructor(status, body) {
@@ -25,7 +36,7 @@ export async function api(method, path, body) {
   }
   let response;
   try {
-    response = await fetch(path, init);
+    response = await fetch(url(path), init);
   } catch (error) {
     throw new ApiError(0, { group: "network", code: "unreachable", message: `The server did not answer (${error.message}).` });
   }
@@ -47,7 +58,7 @@ export async function api(method, path, body) {
 /** The token stopped working (or was never given): go to the sign-in page, then back. */
 export function signIn() {
   const next = location.pathname + location.search;
-  location.assign(`/ui/login?next=${encodeURIComponent(next)}`);
+  location.assign(url(`/ui/login?next=${encodeURIComponent(next)}`));
 }
 
 /** Show an error in a `role="alert"` element as "group.code: message". */
@@ -150,7 +161,7 @@ export function installShortcuts() {
       search.focus();
       search.select();
     } else {
-      location.assign("/ui/#search");
+      location.assign(url("/ui/#search"));
     }
   });
 }

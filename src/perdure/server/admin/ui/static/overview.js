@@ -1,7 +1,7 @@
 // The overview page: actor types with their counts, and a search over actors (name, key
 // or id substring, awake/asleep) with paging. The search lives in the URL, so a result
 // page can be bookmarked and the back button returns to it.
-import { api, el, installShortcuts, keyText, showError, timeEl } from "./api.js";
+import { api, el, installShortcuts, keyText, showError, timeEl, url } from "./api.js";
 
 const COUNTS_EVERY_MS = 5000;
 const PAGE_SIZE = 25;
@@ -42,7 +42,7 @@ function renderTypes(overview) {
       el(
         "tr",
         {},
-        el("th", { scope: "row" }, el("a", { href: `/ui/?name=${encodeURIComponent(type.name)}`, onclick: (e) => pickType(e, type.name) }, type.name)),
+        el("th", { scope: "row" }, el("a", { href: url(`/ui/?name=${encodeURIComponent(type.name)}`), onclick: (e) => pickType(e, type.name) }, type.name)),
         el("td", {}, type.kind),
         el("td", { class: "num" }, type.actors),
         el("td", { class: "num" }, type.awake),
@@ -74,7 +74,7 @@ async function refreshTypes() {
 }
 
 function actorRow(actor) {
-  const href = `/ui/actors/${encodeURIComponent(actor.actor_id)}`;
+  const href = url(`/ui/actors/${encodeURIComponent(actor.actor_id)}`);
   return el(
     "tr",
     { dataset: { actorId: actor.actor_id } },
@@ -120,7 +120,7 @@ function runSearch(pushUrl) {
     const params = new URLSearchParams();
     for (const [key, value] of Object.entries(filters())) if (value && value !== "all") params.set(key, value);
     const query = params.toString();
-    history.replaceState(null, "", query ? `/ui/?${query}` : "/ui/");
+    history.replaceState(null, "", url(query ? `/ui/?${query}` : "/ui/"));
   }
   return loadPage();
 }

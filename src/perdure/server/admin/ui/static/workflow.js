@@ -1,7 +1,7 @@
 // The workflow history table of the actor page. Rows are keyed by entry location and kept
 // in recording order (seq), so the live feed's changed entries can be patched in place:
 // an update replaces its row, a new entry is inserted where it belongs, a deleted one goes.
-import { brief, el, timeEl } from "./api.js";
+import { brief, el, timeEl, url } from "./api.js";
 
 /** An entry error as text: "group.code: message" when it has a code, else the message. */
 export function errorText(error) {
@@ -39,7 +39,7 @@ function detailCell(entry) {
     facts.push(el("code", { title: JSON.stringify(message.body) }, `${message.name} #${message.id} ${brief(message.body, 48)}`));
   }
   if (entry.child_id) {
-    facts.push(el("a", { href: `/ui/actors/${encodeURIComponent(entry.child_id)}`, title: "The child workflow" }, `child ${entry.child_id}`));
+    facts.push(el("a", { href: url(`/ui/actors/${encodeURIComponent(entry.child_id)}`), title: "The child workflow" }, `child ${entry.child_id}`));
   }
   if (entry.output !== null && entry.output !== undefined) {
     facts.push(el("code", { title: JSON.stringify(entry.output) }, `→ ${brief(entry.output, 48)}`));
