@@ -506,8 +506,8 @@ class StepContext(_ActorIdentity):
         self._live = True
         self._events: list[tuple[str, tuple[Any, ...]]] = []
         # Sends wait for the attempt to succeed: a failed one sends nothing, so its
-        # retry does not send twice (``(queue, checked body, delay s, at ms)``).
-        self._sends: list[tuple[str, Any, float | None, int | None]] = []
+        # retry does not send twice (``(queue, encoded body, delay s, at ms)``).
+        self._sends: list[tuple[str, bytes, float | None, int | None]] = []
         self._kv: KvLayer | None = None  # the step's KV writes
 
     def _check(self, feature: str) -> None:
@@ -524,8 +524,8 @@ class StepContext(_ActorIdentity):
         if sends:
             queue = self._host.require_queue()
             queue.check_room(len(sends))
-            for name, body, delay, at in sends:
-                queue.enqueue(name, body, validated=True, delay=delay, at=at)
+            for name, data, delay, at in sends:
+                queue.enqueue_checked(name, data, delay=delay, at=at)
         if self._kv is not None:
             self._kv.keep()
 

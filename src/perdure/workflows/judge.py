@@ -404,18 +404,12 @@ class _CheckQueue:
     def message_body(self, name: str, plain: Any) -> Any:
         return self._definition.message_body(name, plain)
 
-    def enqueue(
-        self,
-        name: str,
-        body: Any,
-        *,
-        validated: bool = False,
-        delay: float | None = None,
-        at: int | None = None,
-    ) -> object:
+    def check_send(self, name: str, body: Any) -> bytes:
         raise Frontier("would send a message")
 
-    def check_send(self, name: str, body: Any) -> Any:
+    def enqueue_checked(
+        self, name: str, data: bytes, *, delay: float | None = None, at: int | None = None
+    ) -> object:
         raise Frontier("would send a message")
 
     def check_room(self, count: int) -> None:

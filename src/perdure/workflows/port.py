@@ -136,22 +136,16 @@ class MessageQueue(Protocol):
         """A stored message body as receivers get it (the queue's schema type, if any)."""
         ...
 
-    def enqueue(
-        self,
-        name: str,
-        body: Any,
-        *,
-        validated: bool = False,
-        delay: float | None = None,
-        at: int | None = None,
-    ) -> object:
-        """Validate (unless ``validated``) and stage a new message (durable with the next
-        commit); ``delay`` seconds or ``at`` epoch ms: hidden from receivers until then."""
+    def check_send(self, name: str, body: Any) -> bytes:
+        """Check a message now (its queue, schema and size) without staging it; returns
+        it encoded, for :meth:`enqueue_checked`."""
         ...
 
-    def check_send(self, name: str, body: Any) -> Any:
-        """Check a message now (its queue, schema and size) without staging it; returns
-        the body as :meth:`enqueue` takes it with ``validated=True``."""
+    def enqueue_checked(
+        self, name: str, data: bytes, *, delay: float | None = None, at: int | None = None
+    ) -> object:
+        """Stage a message :meth:`check_send` returned (durable with the next commit);
+        ``delay`` seconds or ``at`` epoch ms: hidden from receivers until then."""
         ...
 
     def check_room(self, count: int) -> None:

@@ -39,11 +39,11 @@ class StepQueue:
         host = step._host
         span = host.observer.queue_send(host, name)  # counted like any other send
         try:
-            checked = host.require_queue().check_send(name, body)
+            data = host.require_queue().check_send(name, body)
         except BaseException as exc:
             if span is not None:
                 span.end(exc)
             raise
-        step._sends.append((name, checked, seconds, at_ms))
+        step._sends.append((name, data, seconds, at_ms))
         if span is not None:
             span.end(None)

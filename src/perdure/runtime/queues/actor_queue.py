@@ -108,7 +108,18 @@ class ActorQueue:
         if not validated:
             body = self._core.definition.validate_message(name, body)
         self.check_room(1)
-        data = self._encoded(name, body)
+        return self._stage(name, self._encoded(name, body), due)
+
+    def enqueue_checked(
+        self, name: str, data: bytes, *, delay: float | None = None, at: int | None = None
+    ) -> QueueMessageRecord:
+        """Add a message :meth:`check_send` has checked and encoded (a workflow step's,
+        once the step has succeeded); otherwise as :meth:`enqueue`."""
+        due = None if delay is None and at is None else self._due(delay, at)
+        self.check_room(1)
+        return self._stage(name, data, due)
+
+    def _stage(self, name: str, data: bytes, due: int | None) -> QueueMessageRecord:
         observer = self._core.observer
         # The sender's trace context goes with the message, so that its consumer is
         # traced in the sender's trace, after a restart too (docs/tracing.md).
@@ -124,12 +135,11 @@ class ActorQueue:
             self.leases.rearm()  # the alarm (and timer) of the earliest hidden message
         return record
 
-    def check_send(self, name: str, body: Any) -> Any:
-        """Check a message now (its queue, schema and size) without staging it: a
-        workflow step's send is staged only once the step succeeds (docs/queues.md)."""
-        body = self._core.definition.validate_message(name, body)
-        self._encoded(name, body)
-        return body
+    def check_send(self, name: str, body: Any) -> bytes:
+        """Check a message now (its queue, schema and size) without staging it, and
+        return it encoded for :meth:`enqueue_checked`: a workflow step's send is staged
+        only once the step succeeds (docs/queues.md)."""
+        return self._encoded(name, self._core.definition.validate_message(name, body))
 
     def check_room(self, count: int) -> None:
         """Fail with ``queue.full`` unless ``count`` more messages fit."""
