@@ -100,8 +100,8 @@ class CommitPipeline:
         "_pending",
         "_poisoned",
         "_state_schema",
-        "_state_written",
         "_state_warning",
+        "_state_written",
         "_store",
     )
 
