@@ -29,6 +29,7 @@ from perdure.store import SQLiteStore
 from perdure.store.kv import prefix_end
 from perdure.testing import ActorTestEnv
 from tests.support.apps.tenant_limits import LEASE, registry
+from tests.support.docs import python_blocks
 from tests.support.early_clock import EarlyOnce
 from tests.support.scrape import Samples
 
@@ -263,3 +264,23 @@ async def test_the_admin_view_and_the_metrics_count_per_queue_and_key(
     assert samples.get("perdure_queue_in_progress", actor="jobs", queue="jobs") == 5
     assert samples.get("perdure_queue_waiting_for_slot", actor="jobs", queue="jobs") == 2
     assert "tenant" not in observer.exposition().decode()  # no series per key
+
+
+async def test_the_example_of_the_docs_runs() -> None:
+    """docs/queues.md's declaration, as written, with a ``process`` that records."""
+    text = (Path(__file__).parents[3] / "docs" / "queues.md").read_text()
+    block = next(b for b in python_blocks(text) if "concurrency=2" in b)
+    processed: list[Any] = []
+
+    async def process(body: Any) -> None:
+        processed.append(body)
+
+    namespace: dict[str, Any] = {"process": process}
+    exec(block, namespace)  # the page's own example
+    limits = namespace["jobs"].queues["jobs"].limits
+    assert (limits.concurrency, limits.rate, limits.key) == (2, (10, 1.0), "tenant")
+    async with ActorTestEnv(setup(use={"jobs": namespace["jobs"]}), start=START) as env:
+        handle = env.client.jobs.get_or_create("j")
+        await handle.send("jobs", {"tenant": "acme", "document": 42})
+        assert await handle.work() == "done"
+        assert processed == [{"tenant": "acme", "document": 42}]

@@ -9,7 +9,8 @@ second per tenant, the tenant read from the job's body.
 - ``farm``: a plain actor whose ``run`` consumes ``jobs`` with ``WORKERS`` receivers at
   once, each job taking ``PERDURE_WORK_S`` seconds; with ``PERDURE_LIMITS_LOG`` set, it
   appends ``start``/``end`` lines (tenant, message id, attempt, epoch ms) to that
-  file, each written before the work goes on, so a ``kill -9`` loses none of them.
+  file: ``start`` once the message is received (its lease durable), ``end`` when the
+  work is done, just before ``complete()``; a ``kill -9`` loses none of them.
 - ``flow``: a workflow that receives ``jobs`` completable, one at a time, and completes
   each in a later step.
 """
@@ -87,8 +88,10 @@ async def _farm(c: ActorContext) -> None:
             tenant, attempt = message.body["tenant"], message.attempts
             _log(f"start {tenant} {message.id} {attempt} {int(time.time() * 1000)}")
             await asyncio.sleep(WORK_S)
-            await message.complete()
+            # Before complete(): once it returns the slot is another job's, and a kill
+            # after it would leave a completed job with no end line.
             _log(f"end {tenant} {message.id} {attempt} {int(time.time() * 1000)}")
+            await message.complete()
 
     await asyncio.gather(*(work() for _ in range(WORKERS)))
 
