@@ -92,6 +92,9 @@ class ActorQueue:
         # Only an actor with a limited queue has one: the others' receives read one
         # attribute more (docs/queues.md, "Concurrency and rate limits").
         self.limiter = QueueLimiter(core, limited, self.wake_waiters) if limited else None
+        if self.limiter is not None:
+            for record in self._messages.values():
+                self.limiter.track(record)
 
     @classmethod
     async def load(cls, core: ActorCore, *, next_id: int) -> ActorQueue:
@@ -146,6 +149,8 @@ class ActorQueue:
         record = QueueMessageRecord(self._next_id, name, data, now, trace, visible_at=due)
         self._next_id += 1
         self._messages[record.id] = record
+        if self.limiter is not None:
+            self.limiter.track(record)
         self._core.commits.put_message(record, self._next_id)
         if due is None:
             self.wake_waiters(name)
@@ -289,6 +294,8 @@ class ActorQueue:
             else:
                 del self._messages[record.id]
                 commits.delete_message(record.id)
+                if self.limiter is not None:
+                    self.limiter.untrack(record.id)
         self.observe_consumed(records)
 
     def observe_consumed(self, messages: Sequence[QueueMessageRecord | QueueMessage]) -> None:
@@ -308,12 +315,6 @@ class ActorQueue:
         not completable, of a queue with a concurrency limit."""
         if self.limiter is not None:
             self.limiter.check_receive(names, completable, call)
-
-    def slot_freed(self, name: str) -> None:
-        """A message of queue ``name`` is no longer in progress: a receiver its limit
-        held back may take the next one."""
-        if self.limiter is not None and self.limiter.limits(name) is not None:
-            self.wake_waiters(name)
 
     # ------------------------------------------------------------ lease support
 
@@ -336,7 +337,12 @@ class ActorQueue:
         if record is not None:
             if not keep_row:
                 self._core.commits.delete_message(message_id)
-            self.slot_freed(record.name)
+            limiter = self.limiter
+            if limiter is not None:
+                limiter.untrack(message_id)
+                if limiter.limits(record.name) is not None:
+                    # It may have been in progress: a receiver its limit held back can go on.
+                    self.wake_waiters(record.name)
 
     def next_visible(self, now: int) -> int | None:
         """The earliest ``visible_at`` after ``now`` (a lease or a nack delay), if any."""
@@ -372,10 +378,14 @@ class ActorQueue:
         if self._in_order and record.id not in messages and messages:
             self._in_order = record.id > next(reversed(messages))
         messages[record.id] = record
+        if self.limiter is not None:
+            self.limiter.track(record)
 
     def forget(self, message_id: int) -> None:
         """Drop a message from memory (it was consumed by a committed history entry)."""
         self._messages.pop(message_id, None)
+        if self.limiter is not None:
+            self.limiter.untrack(message_id)
 
     def to_message(self, record: QueueMessageRecord, *, completable: bool) -> QueueMessage:
         """The user-facing message for a stored record."""

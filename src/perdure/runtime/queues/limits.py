@@ -21,6 +21,7 @@ should it sleep meanwhile).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from itertools import chain
 from typing import TYPE_CHECKING, Any
 
 from perdure.errors import QueueError
@@ -60,6 +61,10 @@ class QueueLimiter:
         self._limits = dict(limits)
         self._wake = wake
         self._keys: dict[int, str] = {}  # message id -> its limit key (decoded once)
+        # The limited queues' messages with a visible_at (leased, given back with a
+        # delay, or delayed sends): where leases are, so that counting what is in
+        # progress walks those and the held ones, not the whole queue.
+        self._hidden: dict[int, QueueMessageRecord] = {}
         # Start times (epoch ms, oldest first) of each slot whose queue has a rate, in
         # the order of their latest start, so expired windows are found at the front.
         self._windows: dict[Slot, list[int]] = {}
@@ -138,7 +143,22 @@ class QueueLimiter:
         self, messages: Mapping[int, QueueMessageRecord], held: set[int], now: int
     ) -> dict[Slot, int]:
         """How many messages of each slot are in progress (:func:`in_progress`)."""
-        return in_progress(self._limits, messages.values(), held, now, self.key)
+        hidden = self._hidden
+        candidates = chain(
+            (messages[i] for i in held if i in messages and i not in hidden), hidden.values()
+        )
+        return in_progress(self._limits, candidates, held, now, self.key)
+
+    def track(self, record: QueueMessageRecord) -> None:
+        """Note a message's new version (the queue calls this for every put)."""
+        if record.visible_at is not None and record.name in self._limits:
+            self._hidden[record.id] = record
+        else:
+            self._hidden.pop(record.id, None)
+
+    def untrack(self, message_id: int) -> None:
+        """Forget a message that left the live queue."""
+        self._hidden.pop(message_id, None)
 
     def key(self, record: QueueMessageRecord) -> str:
         """A message's limit key (:func:`limit_key`), decoded from its body once."""
@@ -166,12 +186,12 @@ class QueueLimiter:
             self._core.commits.put_kv(_record_key(slot), encode_value(window))
         self._sweep(now)
 
-    def forget(self, live: Iterable[int]) -> None:
-        """Drop the cached keys of messages no longer queued (``live``: those that are),
-        when the cache has grown past twice their number."""
-        ids = set(live)
-        if len(self._keys) > 2 * len(ids) + 64:
-            self._keys = {i: k for i, k in self._keys.items() if i in ids}
+    def forget(self, live: Mapping[int, object]) -> None:
+        """Drop the cached keys of messages no longer queued (``live``: those that are,
+        by id), once the cache has grown past twice their number: amortized, a receive
+        does not walk the queue for it."""
+        if len(self._keys) > 2 * len(live) + 64:
+            self._keys = {i: k for i, k in self._keys.items() if i in live}
 
     # -------------------------------------------------------------- rate windows
 
