@@ -70,7 +70,6 @@ def box(**limits: Any) -> Any:
 # and each start writes its tenant's window (at most the rate's N starts) again.
 LIMITED = {"concurrency": 4, "key": "tenant"}
 registry = setup(use={"box": box()})
-limited_registry = setup(use={"box": box(**LIMITED)})
 
 
 async def timed(work: Callable[[], Awaitable[Any]], count: int) -> tuple[float, float]:
@@ -140,7 +139,7 @@ async def one_round(
 async def main(args: argparse.Namespace) -> None:
     rounds: list[Figures] = []
     with tempfile.TemporaryDirectory() as tmp:
-        chosen = limited_registry if args.limited else registry
+        chosen = setup(use={"box": box(**LIMITED)}) if args.limited else registry
         runtime = ActorRuntime(chosen, SQLiteStore(Path(tmp) / "queues.db"))
         async with runtime:
             await one_round(runtime, -1, min(args.messages, 500), limited=args.limited)
