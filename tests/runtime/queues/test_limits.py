@@ -284,3 +284,32 @@ async def test_the_example_of_the_docs_runs() -> None:
         await handle.send("jobs", {"tenant": "acme", "document": 42})
         assert await handle.work() == "done"
         assert processed == [{"tenant": "acme", "document": 42}]
+
+
+async def _consume(c: Any) -> None:
+    async for message in c.queue.iter(names="jobs", completable=True):
+        c.state["got"].append(message.id)
+        await message.complete()
+
+
+async def test_a_sleeping_actor_is_woken_when_a_rate_window_reopens() -> None:
+    """A ``run`` loop held back by a rate lets its actor sleep; the actor's alarm
+    wakes it when the window reopens, with no request."""
+    looper = actor(
+        state={"got": []},
+        queues={"jobs": queue(rate=(2, 10.0), key="tenant")},
+        run=_consume,
+        actions={"got": lambda c: c.state["got"]},
+        options={"sleep_timeout": 0.5},
+    )
+    async with ActorTestEnv(setup(use={"looper": looper}), start=START) as env:
+        handle = env.client.looper.get_or_create("l")
+        await _send(handle, "a", "a", "a")
+        await env.settle()
+        assert await handle.got() == [1, 2]
+        actor_id = await handle.resolve()
+        await env.advance(1.0)
+        assert not env.runtime.is_live(actor_id)  # asleep, its third job held back
+        await env.advance(9.1)  # ten seconds after the first starts: its alarm
+        assert env.runtime.is_live(actor_id)
+        assert await handle.got() == [1, 2, 3]

@@ -31,6 +31,7 @@ import httpx
 import pytest
 
 from perdure.client import Client
+from perdure.errors import PerdureError
 from tests.support.apps.tenant_limits import CONCURRENCY, RATE
 from tests.support.scrape import Samples
 from tests.support.server import ServerProcess
@@ -60,6 +61,9 @@ def test_two_in_progress_and_ten_a_second_per_tenant_across_a_kill(tmp_path: Pat
                     if index < count:
                         farm.send("jobs", {"tenant": tenant, "n": index})
             actor_id = farm.resolve()
+            with pytest.raises(PerdureError) as refused:  # a job without its tenant
+                farm.send("jobs", {"n": 0})
+            assert refused.value.code == "invalid_limit_key"
             _wait_for(lambda: len(_in_progress(log)) >= 4, "jobs in progress")
             seen = _observed(server.url, actor_id)
             _wait_for(lambda: len(_in_progress(log)) >= 2, "jobs in progress again")
