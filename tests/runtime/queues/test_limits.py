@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from perdure import actor, queue, setup
+from perdure import actor, queue, setup, workflow
 from perdure.errors import ArgumentError, PerdureError
 from perdure.observe.metrics import MetricsObserver
 from perdure.runtime.admin.inspector import ActorInspector
@@ -313,3 +313,20 @@ async def test_a_sleeping_actor_is_woken_when_a_rate_window_reopens() -> None:
         await env.advance(9.1)  # ten seconds after the first starts: its alarm
         assert env.runtime.is_live(actor_id)
         assert await handle.got() == [1, 2, 3]
+
+
+async def _plain_receive(ctx: Any) -> None:
+    await ctx.queue.next("job", names="jobs")
+
+
+async def test_a_workflow_plain_receive_of_a_concurrency_limited_queue_is_refused() -> None:
+    flow = workflow(
+        state={}, queues={"jobs": queue(concurrency=1, key="tenant")}, run=_plain_receive
+    )
+    async with ActorTestEnv(setup(use={"flow": flow}), start=START) as env:
+        handle = env.client.flow.get_or_create("f")
+        await handle.send("jobs", {"tenant": "a"})
+        await env.settle()
+        status = await handle.workflow_status()
+        assert status["status"] == "failed"
+        assert "concurrency_needs_completable" in str(status["error"])
