@@ -25,12 +25,12 @@ from perdure.errors import ArgumentError, PerdureError
 from perdure.observe.metrics import MetricsObserver
 from perdure.runtime.admin.inspector import ActorInspector
 from perdure.runtime.queues.limits import RATE_PREFIX
-from perdure.store import SQLiteStore
 from perdure.store.kv import prefix_end
 from perdure.testing import ActorTestEnv
 from tests.support.apps.tenant_limits import LEASE, registry
 from tests.support.docs import python_blocks
 from tests.support.early_clock import EarlyOnce
+from tests.support.runtimes import StoreFactory
 from tests.support.scrape import Samples
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
@@ -202,18 +202,17 @@ async def test_a_workflow_holding_a_message_counts_it_in_progress(env: ActorTest
     assert await flow.take(3) == []  # 3 is the workflow's now: nothing left
 
 
-async def test_both_limits_survive_a_restart(tmp_path: Path) -> None:
+async def test_both_limits_survive_a_restart(stores: StoreFactory) -> None:
     """In progress comes from the stored leases and the rate windows from stored
     records: a new runtime on the same store (memory forgotten) keeps both."""
-    store_path = tmp_path / "db"
-    async with ActorTestEnv(registry, store=SQLiteStore(store_path), start=START) as env:
+    async with ActorTestEnv(registry, store=stores(), start=START) as env:
         jobs = env.client.jobs.get_or_create("j")
         await _send(jobs, *["a"] * 8, "b", "b", "b", *["c"] * 12)
         assert await jobs.take(4) == [[1, "a"], [2, "a"], [9, "b"], [10, "b"]]
         assert await _start_ten(jobs) == list(range(12, 22))  # c's ten
         actor_id = await jobs.resolve()
     later = START + timedelta(seconds=0.5)  # both the leases and c's window still hold
-    async with ActorTestEnv(registry, store=SQLiteStore(store_path), start=later) as env:
+    async with ActorTestEnv(registry, store=stores(), start=later) as env:
         jobs = env.client.jobs.get_or_create("j")
         assert await jobs.take(10) == []
         await env.advance(0.51)  # c's window reopens; a's and b's leases still hold
