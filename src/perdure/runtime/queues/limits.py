@@ -53,7 +53,9 @@ Slot = tuple[str, str]  # (queue, limit key)
 class QueueLimiter:
     """The limits of one awake actor's limited queues (``queue.limiter``)."""
 
-    def __init__(self, core: ActorCore, limits: Mapping[str, QueueLimits], wake: Any) -> None:
+    def __init__(
+        self, core: ActorCore, limits: Mapping[str, QueueLimits], wake: Callable[[str], None]
+    ) -> None:
         """``limits``: the limited queues' declarations; ``wake(name)`` wakes the
         receivers waiting on queue ``name``."""
         self._core = core
