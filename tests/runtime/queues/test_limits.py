@@ -263,6 +263,10 @@ async def test_the_admin_view_and_the_metrics_count_per_queue_and_key(
     assert samples.get("perdure_queue_in_progress", actor="jobs", queue="jobs") == 5
     assert samples.get("perdure_queue_waiting_for_slot", actor="jobs", queue="jobs") == 2
     assert "tenant" not in observer.exposition().decode()  # no series per key
+    # The rate windows are records of the actor's KV space, but not the user's.
+    assert await env.store.kv_list(actor_id, start=RATE_PREFIX, end=prefix_end(RATE_PREFIX))
+    listing = await ActorInspector(env.runtime).kv(actor_id, prefix=None, after=None, limit=10)
+    assert listing == {"records": [], "next": None}
 
 
 async def test_the_example_of_the_docs_runs() -> None:
