@@ -29,6 +29,7 @@ from perdure.errors import KvError
 
 __all__ = [
     "BYTES_TAG",
+    "INTERNAL_TAG",
     "MAX_BATCH_KEYS",
     "MAX_KEY_SIZE",
     "MAX_VALUE_SIZE",
@@ -46,6 +47,10 @@ __all__ = [
 KvKey = str | bytes
 BYTES_TAG = b"b"
 STR_TAG = b"s"
+# The engine's own records in an actor's KV space (a queue's rate windows): no user key
+# starts with it, and it sorts after every user key, so a listing of the user's keys
+# ends before it.
+INTERNAL_TAG = b"~"
 
 # The bounds of the KV space (errors kv.*, docs/storage.md). A key is at most 2 KiB (of
 # bytes, or of UTF-8: rivet's engine allows 2 KiB too); a value at most 1 MiB once

@@ -23,6 +23,7 @@ from perdure.errors import ActorAborted, QueueError
 from perdure.queue_message import QueueMessage
 from perdure.runtime.kernel.clock import wait_first
 from perdure.runtime.queues.leases import QueueLeases
+from perdure.runtime.queues.limits import QueueLimiter
 from perdure.schemas import to_plain
 from perdure.store.base import QueueMessageRecord
 from perdure.store.encoding import decode_value, encode_value
@@ -83,6 +84,26 @@ class ActorQueue:
         self._waiters: list[_Waiter] = []
         self._completions: dict[int, asyncio.Future[Any]] = {}
         self.leases = QueueLeases(self, core)
+        limited = {
+            name: spec.limits
+            for name, spec in (core.definition.queues or {}).items()
+            if spec.limits is not None
+        }
+        # Only an actor with a limited queue has one: the others' receives read one
+        # attribute more (docs/queues.md, "Concurrency and rate limits").
+        self.limiter = QueueLimiter(core, limited, self.wake_waiters) if limited else None
+        if self.limiter is not None:
+            for record in self._messages.values():
+                self.limiter.track(record)
+
+    @classmethod
+    async def load(cls, core: ActorCore, *, next_id: int) -> ActorQueue:
+        """The queue of an actor waking up, read from the store: its messages and the
+        rate windows of its limited queues."""
+        queue = cls(core, await core.store.load_queue(core.actor_id), next_id=next_id)
+        if queue.limiter is not None:
+            await queue.limiter.load()
+        return queue
 
     @property
     def core(self) -> ActorCore:
@@ -128,6 +149,8 @@ class ActorQueue:
         record = QueueMessageRecord(self._next_id, name, data, now, trace, visible_at=due)
         self._next_id += 1
         self._messages[record.id] = record
+        if self.limiter is not None:
+            self.limiter.track(record)
         self._core.commits.put_message(record, self._next_id)
         if due is None:
             self.wake_waiters(name)
@@ -152,6 +175,9 @@ class ActorQueue:
             )
 
     def _encoded(self, name: str, body: Any) -> bytes:
+        limiter = self.limiter
+        if limiter is not None and (limits := limiter.limits(name)) is not None:
+            limits.key_of(to_plain(body))  # refused now, not passed over at each receive
         data = encode_value(body, what=f"message for queue `{name}`")
         limit = self._core.options.max_queue_message_size
         if len(data) > limit:
@@ -241,6 +267,8 @@ class ActorQueue:
             self._messages = dict(sorted(self._messages.items()))
             self._in_order = True
         held = self._held
+        if self.limiter is not None:
+            return self.limiter.available(self._messages, held, names, count, now)
         for message_id, record in self._messages.items():
             if message_id in held:
                 continue
@@ -266,6 +294,8 @@ class ActorQueue:
             else:
                 del self._messages[record.id]
                 commits.delete_message(record.id)
+                if self.limiter is not None:
+                    self.limiter.untrack(record.id)
         self.observe_consumed(records)
 
     def observe_consumed(self, messages: Sequence[QueueMessageRecord | QueueMessage]) -> None:
@@ -276,6 +306,15 @@ class ActorQueue:
         observer = self._core.observer
         for queue_name, count in counts.items():
             observer.message_consumed(self._core, queue_name, count)
+        if self.limiter is not None:
+            self.limiter.started(messages)
+            self.limiter.forget(self._messages)
+
+    def check_receive(self, names: frozenset[str] | None, completable: bool, call: str) -> None:
+        """Refuse a receive its queues' limits do not allow (``queue.*``): one that is
+        not completable, of a queue with a concurrency limit."""
+        if self.limiter is not None:
+            self.limiter.check_receive(names, completable, call)
 
     # ------------------------------------------------------------ lease support
 
@@ -294,8 +333,16 @@ class ActorQueue:
     def remove(self, message_id: int, *, keep_row: bool = False) -> None:
         """Take a message out of the live queue; its row is deleted unless ``keep_row``."""
         self._held.discard(message_id)
-        if self._messages.pop(message_id, None) is not None and not keep_row:
-            self._core.commits.delete_message(message_id)
+        record = self._messages.pop(message_id, None)
+        if record is not None:
+            if not keep_row:
+                self._core.commits.delete_message(message_id)
+            limiter = self.limiter
+            if limiter is not None:
+                limiter.untrack(message_id)
+                if limiter.limits(record.name) is not None:
+                    # It may have been in progress: a receiver its limit held back can go on.
+                    self.wake_waiters(record.name)
 
     def next_visible(self, now: int) -> int | None:
         """The earliest ``visible_at`` after ``now`` (a lease or a nack delay), if any."""
@@ -331,10 +378,14 @@ class ActorQueue:
         if self._in_order and record.id not in messages and messages:
             self._in_order = record.id > next(reversed(messages))
         messages[record.id] = record
+        if self.limiter is not None:
+            self.limiter.track(record)
 
     def forget(self, message_id: int) -> None:
         """Drop a message from memory (it was consumed by a committed history entry)."""
         self._messages.pop(message_id, None)
+        if self.limiter is not None:
+            self.limiter.untrack(message_id)
 
     def to_message(self, record: QueueMessageRecord, *, completable: bool) -> QueueMessage:
         """The user-facing message for a stored record."""
@@ -353,9 +404,7 @@ class ActorQueue:
 
     async def complete(self, message: QueueMessage, response: Any) -> None:
         """Remove a completable message durably, then answer its waiting sender."""
-        self._held.discard(message.id)
-        if self._messages.pop(message.id, None) is not None:
-            self._core.commits.delete_message(message.id)
+        self.remove(message.id)
         await self._core.request_flush()
         self.resolve_completion(message.id, response)
 
@@ -386,9 +435,7 @@ class ActorQueue:
     async def abandon(self, message_id: int, error: BaseException) -> None:
         """Remove a held message durably, then answer its waiting sender with ``error``
         (the workflow run that took it ended without completing it)."""
-        self._held.discard(message_id)
-        if self._messages.pop(message_id, None) is not None:
-            self._core.commits.delete_message(message_id)
+        self.remove(message_id)
         await self._core.request_flush()
         completion = self._completions.get(message_id)
         if completion is not None and not completion.done():
@@ -427,6 +474,12 @@ class ActorQueue:
 
     def __len__(self) -> int:
         return len(self._messages)
+
+    def limit_counts(self) -> dict[str, tuple[int, int]]:
+        """``{queue: (in progress, waiting for a slot)}`` of the limited queues."""
+        if self.limiter is None:
+            return {}
+        return self.limiter.summary(self._messages, self._held, self._core.clock.now_ms())
 
 
 def _by_id(record: QueueMessageRecord) -> int:

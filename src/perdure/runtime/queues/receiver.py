@@ -109,6 +109,7 @@ class QueueReceiver:
         timeout = optional_duration(timeout, f"{call} timeout")
         options = lease_options(call, completable, visibility_timeout, max_attempts)
         wanted = _names(names)
+        self._queue.check_receive(wanted, completable, call)
         clock = self._core.clock
         deadline = None if timeout is None else clock.now_ms() + math.ceil(timeout * 1000)
         activity = self._core.activity
@@ -163,10 +164,11 @@ class QueueReceiver:
     ) -> list[QueueMessage]:
         """Up to ``count`` messages, without waiting. A completable receive's lease is
         durable with the actor's next flush (``await c.queue.next(...)`` waits for it)."""
-        options = lease_options(
-            "c.queue.try_next_batch()", completable, visibility_timeout, max_attempts
-        )
-        return self._take(_names(names), count, completable, options)
+        call = "c.queue.try_next_batch()"
+        options = lease_options(call, completable, visibility_timeout, max_attempts)
+        wanted = _names(names)
+        self._queue.check_receive(wanted, completable, call)
+        return self._take(wanted, count, completable, options)
 
     @keywords_checked("c.queue.try_next()")
     @names_by_keyword("c.queue.try_next()")

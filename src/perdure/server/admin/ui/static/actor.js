@@ -153,6 +153,34 @@ function renderQueue(queue) {
   );
 }
 
+/** A limited queue (docs/queues.md, "Concurrency and rate limits"): its declaration,
+ * and the keys with the most in progress (the admin API lists at most 50). */
+function limitItem([name, limit]) {
+  const per = limit.key ? ` per ${limit.key}` : "";
+  const rules = [
+    limit.concurrency ? `${limit.concurrency} in progress` : null,
+    limit.rate ? `${limit.rate.limit} per ${limit.rate.period} s` : null,
+  ].filter(Boolean);
+  return el(
+    "li",
+    { dataset: { queue: name } },
+    el("div", { class: "row" }, el("strong", {}, name), ` at most ${rules.join(", ")}${per}`),
+    el("div", { class: "muted" }, `${limit.in_progress} in progress · ${limit.keys_total} keys busy`),
+    limit.keys.length
+      ? el(
+          "table",
+          { class: "grid compact" },
+          el("thead", {}, el("tr", {}, ["Key", "In progress", "Started in window"].map((h) => el("th", { scope: "col" }, h)))),
+          el(
+            "tbody",
+            {},
+            limit.keys.map((key) => el("tr", {}, el("td", {}, el("code", {}, key.key || "(all)")), el("td", { class: "num" }, String(key.in_progress)), el("td", { class: "num" }, String(key.started)))),
+          ),
+        )
+      : null,
+  );
+}
+
 /** A dead letter (docs/queues.md), with its Requeue and Drop buttons. */
 function deadLetterItem(letter) {
   const label = `dead letter ${letter.id}`;
@@ -237,6 +265,9 @@ function renderSnapshot(data) {
   renderState(data.state);
   renderWorkflow(data.workflow);
   renderQueue(data.queue);
+  const limits = Object.entries(data.limits || {});
+  $("limits-card").hidden = limits.length === 0;
+  listInto("limits", limits, limitItem);
   listInto("dead-letters", data.dead_letters || [], deadLetterItem);
   listInto("schedules", data.schedules, scheduleItem);
   renderConnections(data.connections);
