@@ -850,6 +850,29 @@ await check("workflow-onError-retryDelay", "workflow on_error reports retry meta
 	return step;
 });
 
+await check("workflow-onError-effects", "workflow on_error updates state, broadcasts and enqueues (actor-workflow)", async () => {
+	const handle = client.workflowErrorHookEffectsActor.getOrCreate([key("workflow-error-effects")]);
+	const conn = connect(handle);
+	const heard = new Promise<any>((resolve) => conn.once("workflowError", resolve));
+	await conn.ready;
+	await handle.startWorkflow();
+	const event = await withTimeout(heard, 5000, "the workflowError event");
+	await conn.dispose();
+	const expected = ["flaky", 1, true, 1, "workflow hook failed"];
+	const fields = (e: any) => [e.step.stepName, e.step.attempt, e.step.willRetry, e.step.retryDelay, e.step.error.message];
+	assert.deepEqual(fields(event), expected);
+	assert.deepEqual(fields(await handle.receiveQueuedError()), expected);
+	let state = await handle.getErrorState();
+	const deadline = Date.now() + 5000;
+	while (state.attempts < 2 && Date.now() < deadline) {
+		await sleep(50);
+		state = await handle.getErrorState();
+	}
+	assert.deepEqual([state.attempts, state.errorCount], [2, 1]);
+	assert.deepEqual(fields(state.lastError), expected);
+	return event;
+});
+
 await check("workflow-try-join-name", "ctx.try_ names the failing join, join:parallel (actor-workflow)", async () => {
 	const handle = client.workflowTryActor.getOrCreate([key("workflow-try")]);
 	let state = await handle.getState();

@@ -106,6 +106,7 @@ REQUIRED_CHECKS: dict[str, set[str]] = {
         "queue-signal-next",
         "queue-signal-iter",
         "workflow-onError-retryDelay",
+        "workflow-onError-effects",
         "workflow-try-join-name",
         "large-payload-http",
         "gateway-unknown-rvt-param",

@@ -7,7 +7,8 @@ shapes, so the checks in ``tests/scenarios/compat/suite.ts`` read like the origi
   and ``iterWithSignalAbort``, a receive stopped by its ``signal=`` or by the actor's
   destruction;
 - ``workflowErrorHookActor`` (``workflow.ts``): ``on_error`` keeps every event in the
-  state (a step that fails once, retried after 1 ms);
+  state (a step that fails once, retried after 1 ms); ``workflowErrorHookEffectsActor``
+  also broadcasts it and sends it to a queue, once ``startWorkflow`` lets the run start;
 - ``workflowTryActor`` (``workflow.ts``): ``try_step`` and ``try_`` around a failing join;
 - ``largePayloadActor`` (``large-payloads.ts``): a large request, a large answer.
 """
@@ -22,6 +23,7 @@ from perdure import (
     StepContext,
     WorkflowContext,
     actor,
+    event,
     queue,
     workflow,
 )
@@ -97,6 +99,44 @@ workflow_error_hook_actor = workflow(
 )
 
 
+async def _effects_run(ctx: WorkflowContext) -> None:
+    await ctx.queue.next("start", names=["start"])
+    await ctx.step(
+        "flaky", _flaky, max_retries=2, retry_backoff_base=0.001, retry_backoff_max=0.001
+    )
+    await ctx.sleep("idle", 60)
+
+
+async def _report_error(c: Any, event: dict[str, Any]) -> None:
+    c.state["lastError"] = event
+    c.state["errorCount"] += 1
+    c.broadcast("workflowError", event)
+    await c.queue.send("errors", event)
+
+
+async def _receive_queued_error(c: ActionContext) -> Any:
+    message = await c.queue.next(names=["errors"], timeout=1)
+    return None if message is None else message.body
+
+
+async def _start_workflow(c: ActionContext) -> None:
+    await c.queue.send("start", None)
+
+
+workflow_error_hook_effects_actor = workflow(
+    state={"attempts": 0, "lastError": None, "errorCount": 0},
+    events={"workflowError": event()},
+    queues={"start": queue(), "errors": queue()},
+    run=_effects_run,
+    on_error=_report_error,
+    actions={
+        "getErrorState": lambda c: c.state,
+        "startWorkflow": _start_workflow,
+        "receiveQueuedError": _receive_queued_error,
+    },
+)
+
+
 def _charge_card(step: StepContext) -> None:
     step.state["innerWrites"] += 1
     raise RuntimeError("card declined")
@@ -161,6 +201,7 @@ large_payload_actor = actor(
 PARITY_ACTORS = {
     "queueActor": queue_actor,
     "workflowErrorHookActor": workflow_error_hook_actor,
+    "workflowErrorHookEffectsActor": workflow_error_hook_effects_actor,
     "workflowTryActor": workflow_try_actor,
     "largePayloadActor": large_payload_actor,
 }
