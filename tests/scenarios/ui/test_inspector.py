@@ -433,8 +433,10 @@ def test_kv_records_paged_and_filtered(
     _submit(browser, "kv-filter", {"kv-prefix": "note:05"})
     wait_until(
         browser,
-        lambda d: [c.text for c in d.find_elements(By.CSS_SELECTOR, f"{rows} td:first-child")]
-        == ["note:050", "note:051", "note:052"],
+        lambda d: (
+            [c.text for c in d.find_elements(By.CSS_SELECTOR, f"{rows} td:first-child")]
+            == ["note:050", "note:051", "note:052"]
+        ),
         "the filtered records",
     )
     assert text_of(browser, "kv-page") == "Page 1"
