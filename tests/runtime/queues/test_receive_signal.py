@@ -38,6 +38,12 @@ async def _iter_stopped(c: ActionContext) -> list[Any]:
     return seen
 
 
+async def _no_wait_stopped(c: ActionContext) -> Any:
+    stop = asyncio.Event()
+    stop.set()
+    return await c.queue.next(names="jobs", timeout=0, signal=stop)  # no wait: None
+
+
 async def _abort_signal(c: ActionContext) -> Any:
     message = await c.queue.next(names="jobs", timeout=0, signal=c.abort_signal)
     return None if message is None else message.body
@@ -55,6 +61,7 @@ registry = setup(
                 "next_stopped": _next_stopped,
                 "iter_stopped": _iter_stopped,
                 "abort_signal": _abort_signal,
+                "no_wait_stopped": _no_wait_stopped,
                 "not_a_signal": _not_a_signal,
             },
         )
@@ -74,6 +81,7 @@ async def test_a_signal_stops_a_waiting_next_with_actor_aborted(env: ActorTestEn
     assert await box.next_stopped(False) == ["actor", "aborted"]  # set while it waits
     await box.send("jobs", "j1")  # a message already there is received all the same
     assert await box.next_stopped(True) == "j1"
+    assert await box.no_wait_stopped() is None  # a zero timeout does not wait: no abort
 
 
 async def test_a_signal_ends_iter_quietly(env: ActorTestEnv) -> None:

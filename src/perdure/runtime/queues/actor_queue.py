@@ -418,9 +418,12 @@ class ActorQueue:
     ) -> bool:
         """Wait until a matching message is available; False on timeout. ``ActorAborted``
         when the actor shuts down or ``signal`` fires first (a message already there is
-        returned all the same, as rivetkit does)."""
+        returned all the same, and a zero timeout returns False at once, as rivetkit
+        does)."""
         if self.available(names, 1):
             return True
+        if timeout is not None and timeout <= 0:
+            return False  # nothing to wait for, so nothing to stop (rivetkit's order too)
         if signal is not None and stop_signal_fired(signal):
             raise ActorAborted()
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
