@@ -854,8 +854,8 @@ await check("workflow-onError-effects", "workflow on_error updates state, broadc
 	const handle = client.workflowErrorHookEffectsActor.getOrCreate([key("workflow-error-effects")]);
 	const conn = connect(handle);
 	const heard = new Promise<any>((resolve) => conn.once("workflowError", resolve));
-	await conn.ready;
-	await handle.startWorkflow();
+	// On the connection, as rivetkit's test does: its subscription goes out before the call.
+	await conn.startWorkflow();
 	const event = await withTimeout(heard, 5000, "the workflowError event");
 	await conn.dispose();
 	const expected = ["flaky", 1, true, 1, "workflow hook failed"];
