@@ -1,6 +1,7 @@
 // The actor page's KV card (docs/storage.md): the actor's committed KV records in key
 // order, a page at a time (GET /admin/actors/{id}/kv), filtered by a key prefix. Read from
-// the store: looking does not wake the actor.
+// the store: looking does not wake the actor. Read again with the page's other data when
+// the live feed reports a change, and on Reload (KV writes alone are not on the feed).
 import { api, brief, el, showError } from "./api.js";
 
 const PAGE_SIZE = 50;
@@ -37,6 +38,8 @@ export class KvCard {
       this.page = 0;
       this.load();
     });
+    // A commit that writes KV records alone sends nothing on the live feed: read again.
+    $("kv-reload").addEventListener("click", () => this.load());
     $("kv-prev").addEventListener("click", () => {
       if (this.page === 0) return;
       this.page -= 1;
