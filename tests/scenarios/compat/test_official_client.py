@@ -102,6 +102,15 @@ REQUIRED_CHECKS: dict[str, set[str]] = {
         "errors-bad-arguments",
     },
     "c.kv: rivetkit's actor-kv driver test (issue 31)": {"kv-text", "kv-array-buffer", "kv-range"},
+    "rivetkit's driver tests (issue 34, items 6, 7, 8, 10)": {
+        "queue-signal-next",
+        "queue-signal-iter",
+        "workflow-onError-retryDelay",
+        "workflow-onError-effects",
+        "workflow-try-join-name",
+        "large-payload-http",
+        "gateway-unknown-rvt-param",
+    },
 }
 
 

@@ -24,6 +24,8 @@
   echoes other text. ``getCount`` reads the count the raw routes changed.
 - ``kvActor``: the fixture actor of rivetkit's actor-kv driver test, with ``c.kv``
   (``tests/support/apps/kv.py``).
+- ``queueActor``, ``workflowErrorHookActor``, ``workflowTryActor``, ``largePayloadActor``:
+  fixture actors of rivetkit's driver tests (``tests/support/apps/parity.py``).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from pydantic import BaseModel
 
 from perdure import ActionContext, ActorContext, UserError, actor, event, queue, setup
 from tests.support.apps.kv import kv_actor
+from tests.support.apps.parity import PARITY_ACTORS
 
 
 def _increment(c: ActionContext, by: int = 1) -> int:
@@ -193,5 +196,6 @@ registry = setup(
         "compatModels": compat_models,
         "compatRaw": compat_raw,
         "kvActor": kv_actor,
+        **PARITY_ACTORS,
     }
 )

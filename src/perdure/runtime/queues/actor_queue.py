@@ -22,6 +22,7 @@ from perdure._time import send_delay, send_due_at
 from perdure.errors import ActorAborted, QueueError
 from perdure.queue_message import QueueMessage
 from perdure.runtime.kernel.clock import wait_first
+from perdure.runtime.kernel.core import AbortSignal
 from perdure.runtime.queues.leases import QueueLeases
 from perdure.runtime.queues.limits import QueueLimiter
 from perdure.schemas import to_plain
@@ -31,7 +32,16 @@ from perdure.store.encoding import decode_value, encode_value
 if TYPE_CHECKING:
     from perdure.runtime.kernel.core import ActorCore
 
-__all__ = ["ActorQueue", "QueueMessage", "QueueSendResult"]
+__all__ = ["ActorQueue", "QueueMessage", "QueueSendResult", "StopSignal", "stop_signal_fired"]
+
+# What a receive's ``signal=`` may be (rivetkit's AbortSignal): an ``asyncio.Event``, whose
+# ``set()`` stops the wait, or the actor's own ``c.abort_signal``.
+StopSignal = asyncio.Event | AbortSignal
+
+
+def stop_signal_fired(signal: StopSignal) -> bool:
+    """True once ``signal`` has fired."""
+    return signal.is_set() if isinstance(signal, asyncio.Event) else signal.aborted
 
 
 @dataclass(frozen=True, slots=True)
@@ -447,22 +457,37 @@ class ActorQueue:
         if completion is not None and not completion.done():
             completion.set_result(to_plain(response))  # as every transport sends it
 
-    async def wait_for(self, names: frozenset[str] | None, timeout: float | None) -> bool:
-        """Wait until a matching message is available; False on timeout."""
+    async def wait_for(
+        self,
+        names: frozenset[str] | None,
+        timeout: float | None,
+        signal: StopSignal | None = None,
+    ) -> bool:
+        """Wait until a matching message is available; False on timeout. ``ActorAborted``
+        when the actor shuts down or ``signal`` fires first (a message already there is
+        returned all the same, and a zero timeout returns False at once, as rivetkit
+        does)."""
         if self.available(names, 1):
             return True
+        if timeout is not None and timeout <= 0:
+            return False  # nothing to wait for, so nothing to stop (rivetkit's order too)
+        if signal is not None and stop_signal_fired(signal):
+            raise ActorAborted()
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         waiter = _Waiter(names, future)
         self._waiters.append(waiter)
-        abort = asyncio.ensure_future(self._core.abort.wait())
+        stops: set[asyncio.Future[Any]] = {asyncio.ensure_future(self._core.abort.wait())}
+        if signal is not None:
+            stops.add(asyncio.ensure_future(signal.wait()))
         try:
             # The timeout is durable time: the runtime's clock counts it.
-            done = await wait_first(self._core.clock, {future, abort}, timeout)
-            if abort in done:
+            done = await wait_first(self._core.clock, {future, *stops}, timeout)
+            if future not in done and done & stops:
                 raise ActorAborted()
             return future in done
         finally:
-            abort.cancel()
+            for stop in stops:
+                stop.cancel()
             if waiter in self._waiters:
                 self._waiters.remove(waiter)
 

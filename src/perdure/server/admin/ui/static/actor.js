@@ -4,6 +4,7 @@
 // status, awake) at once; what the feed only hints at (queue, schedules, connections, next
 // alarm) is refetched, debounced.
 import { ApiError, api, badge, brief, duration, el, installShortcuts, keyText, parseJson, pretty, showError, timeEl, url } from "./api.js";
+import { KvCard } from "./kv.js";
 import { HistoryTable, errorText } from "./workflow.js";
 
 const REFRESH_DELAY_MS = 300;
@@ -19,6 +20,7 @@ let gone = false; // destroyed, or never existed
 let feed = null;
 let typeName = null;
 
+const kv = new KvCard(base, $);
 const history = new HistoryTable(document.querySelector("#history tbody"), $("history-empty"), replayFrom, forkFrom);
 
 // Screen readers hear the latest change at most every ANNOUNCE_EVERY_MS, not each one.
@@ -271,6 +273,7 @@ function renderSnapshot(data) {
   listInto("dead-letters", data.dead_letters || [], deadLetterItem);
   listInto("schedules", data.schedules, scheduleItem);
   renderConnections(data.connections);
+  kv.load(); // its own request (paged); a change the feed reported may have written records
 }
 
 // ---- loading ----------------------------------------------------------------------------
