@@ -102,6 +102,13 @@ REQUIRED_CHECKS: dict[str, set[str]] = {
         "errors-bad-arguments",
     },
     "c.kv: rivetkit's actor-kv driver test (issue 31)": {"kv-text", "kv-array-buffer", "kv-range"},
+    "the lifecycle as rivetkit's driver tests see it (issue 34)": {
+        "lifecycle-run-first",
+        "lifecycle-wait-until-before-sleep",
+        "lifecycle-on-sleep-raw-websocket",
+        "lifecycle-call-during-start-then-destroy",
+        "lifecycle-state-not-enabled",
+    },
 }
 
 

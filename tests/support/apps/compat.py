@@ -24,6 +24,8 @@
   echoes other text. ``getCount`` reads the count the raw routes changed.
 - ``kvActor``: the fixture actor of rivetkit's actor-kv driver test, with ``c.kv``
   (``tests/support/apps/kv.py``).
+- ``life*``: the actors of ``tests/support/apps/lifecycle.py`` (``lifeTicker``,
+  ``lifeSleeper`` …): rivetkit's lifecycle as its driver tests see it.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from pydantic import BaseModel
 
 from perdure import ActionContext, ActorContext, UserError, actor, event, queue, setup
 from tests.support.apps.kv import kv_actor
+from tests.support.apps.lifecycle import actors as lifecycle_actors
 
 
 def _increment(c: ActionContext, by: int = 1) -> int:
@@ -193,5 +196,8 @@ registry = setup(
         "compatModels": compat_models,
         "compatRaw": compat_raw,
         "kvActor": kv_actor,
+        # rivetkit's lifecycle, as its driver tests see it (issue 34): lifeTicker,
+        # lifeSleeper, lifeSlowStart, lifeStateless, lifeGuarded ...
+        **{f"life{name[0].upper()}{name[1:]}": a for name, a in lifecycle_actors().items()},
     }
 )
