@@ -241,9 +241,10 @@ class ActorInstance:
         if "on_wake" in hooks:
             await call_hook(hooks["on_wake"], self.context)
         self.status = "running"
-        if self._start_run():
+        if self._start_run() and self.definition.kind != "workflow":
             # As in rivetkit, `run` has begun (its code up to its first wait has run)
             # before the first action is served: one turn of the loop lets its task go.
+            # (A workflow's run begins by reading its history: nothing to see sooner.)
             await asyncio.sleep(0)
         self.schedules.start()  # drains overdue jobs (after on_wake), then fires on time
         self.activity.maybe_sleep()
