@@ -43,6 +43,9 @@ class ActorOptions:
     # rivetkit's onSleepTimeout/onDestroyTimeout; the grace period still bounds the stop.
     on_sleep_timeout: float = 5.0
     on_destroy_timeout: float = 5.0
+    # rivetkit's runStopTimeout: how long a stop waits for `run` to return after the
+    # abort signal before cancelling it (within the grace period).
+    run_stop_timeout: float = 15.0
     no_sleep: bool = False
     max_queue_size: int = 1000
     max_queue_message_size: int = 65536

@@ -26,6 +26,8 @@
   (``tests/support/apps/kv.py``).
 - ``queueActor``, ``workflowErrorHookActor``, ``workflowTryActor``, ``largePayloadActor``:
   fixture actors of rivetkit's driver tests (``tests/support/apps/parity.py``).
+- ``life*``: the actors of ``tests/support/apps/lifecycle.py`` (``lifeTicker``,
+  ``lifeSleeper`` …): rivetkit's lifecycle as its driver tests see it.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from pydantic import BaseModel
 
 from perdure import ActionContext, ActorContext, UserError, actor, event, queue, setup
 from tests.support.apps.kv import kv_actor
+from tests.support.apps.lifecycle import actors as lifecycle_actors
 from tests.support.apps.parity import PARITY_ACTORS
 
 
@@ -197,5 +200,8 @@ registry = setup(
         "compatRaw": compat_raw,
         "kvActor": kv_actor,
         **PARITY_ACTORS,
+        # rivetkit's lifecycle, as its driver tests see it (issue 34): lifeTicker,
+        # lifeSleeper, lifeSlowStart, lifeStateless, lifeGuarded ...
+        **{f"life{name[0].upper()}{name[1:]}": a for name, a in lifecycle_actors().items()},
     }
 )
