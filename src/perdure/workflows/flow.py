@@ -214,6 +214,7 @@ class FlowPrimitives(RunnerCore):
         """Every branch's result or exception, in order. A cancel landing in one branch
         stops the others at once (a step of theirs in progress included): the run is
         cancelled, and nothing of theirs is to be waited for."""
+        self.branching += 1
         tasks = [
             asyncio.ensure_future(self._branch(child_location(location, b), fn))
             for b, fn in branches.items()
@@ -231,6 +232,7 @@ class FlowPrimitives(RunnerCore):
                 if not task.done():
                     task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+            self.branching -= 1
         cancelled = next((t.exception() for t in tasks if _cancelled_run(t)), None)
         if cancelled is not None:
             raise cancelled
@@ -249,6 +251,7 @@ class FlowPrimitives(RunnerCore):
         if entry is not None and entry.status == "completed":
             return entry.data["w"], entry.data.get("o")
         entry = entry or self.history.record(location, Entry("race", "running"))
+        self.branching += 1
         tasks = {
             asyncio.ensure_future(self._branch(child_location(location, b), fn)): b
             for b, fn in branches
@@ -271,6 +274,7 @@ class FlowPrimitives(RunnerCore):
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+            self.branching -= 1
         if winner is None:
             raise RaceError(location, errors)
         for branch, _ in branches:
