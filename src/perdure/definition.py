@@ -43,9 +43,11 @@ __all__ = [
     "ActionSpec",
     "ActorDefinition",
     "ActorOptions",
+    "DatabaseSpec",
     "EventSpec",
     "QueueSpec",
     "actor",
+    "db",
     "event",
     "queue",
     "seconds",
@@ -80,6 +82,34 @@ class QueueSpec:
     schema: Any = None
     visibility_timeout: float = DEFAULT_VISIBILITY_TIMEOUT
     max_attempts: int = DEFAULT_MAX_ATTEMPTS
+
+
+# An actor's SQL database is at most this large by default (``db(max_size=...)``).
+DEFAULT_DB_MAX_SIZE = 1 << 30
+
+
+@dataclass(frozen=True, slots=True)
+class DatabaseSpec:
+    """An actor's SQL database (``c.db``, docs/storage.md): ``on_migrate(db)`` runs at
+    every wake before any other hook, in one transaction; ``max_size`` bounds it
+    (bytes; ``db.full`` past it)."""
+
+    on_migrate: Callable[..., Any] | None = None
+    max_size: int = DEFAULT_DB_MAX_SIZE
+
+
+@keywords_checked("db()")
+def db(
+    on_migrate: Callable[..., Any] | None = None, *, max_size: int = DEFAULT_DB_MAX_SIZE
+) -> DatabaseSpec:
+    """Give the actor an SQL database (SQLite's dialect) that lives in the store with
+    its state: ``actor(db=db(on_migrate=migrate), ...)``, then ``await c.db.execute(sql,
+    *params)``. ``on_migrate`` (sync or async) receives the database."""
+    if on_migrate is not None and not callable(on_migrate):
+        raise DefinitionError("db(): `on_migrate` must be callable.")
+    if isinstance(max_size, bool) or not isinstance(max_size, int) or max_size < 65_536:
+        raise DefinitionError("db(): `max_size` is a number of bytes, at least 65536.")
+    return DatabaseSpec(on_migrate, max_size)
 
 
 def event(schema: Any = None) -> EventSpec:
@@ -140,12 +170,22 @@ HOOK_ARITY: dict[str, int] = {
     "on_state_change": 2,
     "on_before_action_response": 4,
     "on_error": 2,
+    "on_migrate": 2,
     "run": 1,
     # Raw handlers (docs/edge.md, "Raw handlers"): a Starlette Request / WebSocket.
     "on_request": 2,
     "on_websocket": 2,
 }
-_VALUE_FIELDS = ("state", "vars", "conn_state", "events", "queues", "actions", "options")
+_VALUE_FIELDS = (
+    "state",
+    "vars",
+    "conn_state",
+    "events",
+    "queues",
+    "actions",
+    "options",
+    "db",
+)
 # Schemas (any type pydantic's TypeAdapter accepts; docs/models.md).
 _SCHEMA_FIELDS = {
     "input": "input_schema",
@@ -167,6 +207,7 @@ class ActorDefinition:
     hooks: dict[str, Callable[..., Any]] = field(default_factory=dict)
     events: dict[str, EventSpec] | None = None
     queues: dict[str, QueueSpec] | None = None
+    db: DatabaseSpec | None = None
     raw_actions: dict[str, Any] = field(default_factory=dict)
     raw_options: ActorOptions | Mapping[str, Any] | None = None
     unknown: dict[str, Any] = field(default_factory=dict)
@@ -420,6 +461,10 @@ def _build_definition(kind: ActorKind, config: dict[str, Any]) -> ActorDefinitio
             definition.events = None if value is None else dict(value)
         elif key == "queues":
             definition.queues = None if value is None else dict(value)
+        elif key == "db":
+            if value is not None and not isinstance(value, DatabaseSpec):
+                raise DefinitionError("`db` takes what `db(...)` returns: db(on_migrate=...).")
+            definition.db = value
         elif key in ("state", "vars", "conn_state"):
             setattr(definition, key, value)
         elif key in _SCHEMA_FIELDS:

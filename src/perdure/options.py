@@ -37,6 +37,8 @@ class ActorOptions:
     sleep_grace_period: float = 15.0
     state_save_interval: float = 1.0
     create_vars_timeout: float = 5.0
+    # rivetkit's onMigrateTimeout: db(on_migrate=...) and the on_migrate hook, each.
+    on_migrate_timeout: float = 30.0
     create_conn_state_timeout: float = 5.0
     on_before_connect_timeout: float = 5.0
     on_connect_timeout: float = 5.0

@@ -17,7 +17,7 @@ from perdure.errors import ActorNotFound, InvalidRequest
 from perdure.protocol.values import to_json_value
 from perdure.store.base import ActorRecord, QueueMessageRecord, ScheduleRecord
 from perdure.store.encoding import decode_value
-from perdure.store.kv import decode_key, encode_key, prefix_end
+from perdure.store.kv import DB_PAGE_TAG, decode_key, encode_key, prefix_end
 from perdure.workflows.control import shown_status
 from perdure.workflows.core import decode_history, decode_runs
 from perdure.workflows.history import Entry
@@ -199,7 +199,8 @@ class ActorInspector:
         store = self._runtime.store
         if await store.get_actor(actor_id) is None:
             raise ActorNotFound()
-        start, end = b"", None
+        start = b""
+        end: bytes | None = DB_PAGE_TAG  # c.db's pages are not the user's records
         if prefix is not None:
             start = encode_key(prefix)
             end = prefix_end(start)

@@ -1,0 +1,321 @@
+"""``c.db`` in process (docs/storage.md): statements return rows as dicts; on_migrate
+(the database's, then the actor's) runs before any other hook at every wake; writes
+are durable with the action's commit, in the same commit as the state and KV writes,
+and a database larger than SQLite's page cache survives a restart; transactions commit
+or roll back; statements that would escape the actor are refused (db.forbidden), and
+a full database is db.full. On the memory, SQLite and PostgreSQL stores."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from perdure import ActionContext, actor, db, setup
+from perdure.errors import PerdureError
+from perdure.runtime.kernel.db_pages import PAGES_END
+from perdure.store.kv import DB_PAGE_TAG
+from tests.support.runtimes import RuntimeFactory, StoreFactory
+
+HOOKS: list[str] = []
+
+
+async def migrate(database: Any) -> None:
+    HOOKS.append("db.on_migrate")
+    await database.execute(
+        "CREATE TABLE IF NOT EXISTS items (id INTEGER PRIMARY KEY, name TEXT NOT NULL, n INT)"
+    )
+
+
+def on_migrate(c: Any, is_new: bool) -> None:
+    HOOKS.append(f"on_migrate:{is_new}")
+
+
+def create_state(c: Any, _input: Any) -> dict[str, Any]:
+    HOOKS.append("create_state")
+    return {"count": 0}
+
+
+def on_wake(c: Any) -> None:
+    HOOKS.append("on_wake")
+
+
+async def add(c: ActionContext, name: str, n: int = 0) -> int:
+    rows = await c.db.execute("INSERT INTO items (name, n) VALUES (?, ?) RETURNING id", name, n)
+    c.state["count"] += 1
+    c.kv.put(f"item:{name}", n)
+    return int(rows[0]["id"])
+
+
+async def add_then_fail(c: ActionContext, name: str) -> None:
+    await c.db.execute("INSERT INTO items (name) VALUES (?)", name)
+    raise ValueError("after the insert")
+
+
+async def query(c: ActionContext, sql: str, params: list[Any] | None = None) -> Any:
+    return await c.db.execute(sql, *(params or []))
+
+
+async def bulk(c: ActionContext, count: int, size: int) -> int:
+    await c.db.execute(
+        "WITH RECURSIVE seq(v) AS (SELECT 1 UNION ALL SELECT v + 1 FROM seq WHERE v < ?) "
+        "INSERT INTO items (name, n) SELECT printf('%.*c', ?, 'x'), v FROM seq",
+        count,
+        size,
+    )
+    return count
+
+
+async def in_transaction(c: ActionContext, fail: bool) -> None:
+    async with c.db.transaction() as tx:
+        await tx.execute("INSERT INTO items (name) VALUES ('tx-1')")
+        await tx.execute("INSERT INTO items (name) VALUES ('tx-2')")
+        if fail:
+            raise ValueError("roll back")
+
+
+async def transaction_fn(c: ActionContext) -> int:
+    async def body(tx: Any) -> int:
+        await tx.execute("INSERT INTO items (name) VALUES ('fn')")
+        return len(await tx.execute("SELECT id FROM items"))
+
+    result: int = await c.db.transaction(body)
+    return result
+
+
+async def execute_inside_transaction(c: ActionContext) -> str:
+    async with c.db.transaction():
+        try:
+            await c.db.execute("SELECT 1")
+        except PerdureError as exc:
+            return exc.code
+    return "no error"
+
+
+def state(c: ActionContext) -> Any:
+    return c.state
+
+
+async def kv_get(c: ActionContext, key: str) -> Any:
+    return await c.kv.get(key)
+
+
+async def kv_all(c: ActionContext) -> Any:
+    return [[k, v] for k, v in await c.kv.list("")] + [[k, v] for k, v in await c.kv.list(b"")]
+
+
+ACTIONS = {
+    "add": add,
+    "addThenFail": add_then_fail,
+    "query": query,
+    "bulk": bulk,
+    "inTransaction": in_transaction,
+    "transactionFn": transaction_fn,
+    "executeInsideTransaction": execute_inside_transaction,
+    "state": state,
+    "kvGet": kv_get,
+    "kvAll": kv_all,
+}
+registry = setup(
+    use={
+        "items": actor(
+            db=db(on_migrate=migrate),
+            create_state=create_state,
+            on_migrate=on_migrate,
+            on_wake=on_wake,
+            actions=ACTIONS,
+        ),
+        "small": actor(
+            db=db(on_migrate=migrate, max_size=65_536),
+            state={"count": 0},
+            actions=ACTIONS,
+        ),
+        "plain": actor(state={}, actions={"query": query}),
+    }
+)
+
+
+@pytest.fixture(autouse=True)
+def _reset() -> None:
+    HOOKS.clear()
+
+
+async def test_rows_come_back_as_dicts_and_migrations_run_first(
+    make_runtime: RuntimeFactory,
+) -> None:
+    runtime = await make_runtime(registry)
+    items = runtime.client().items.get_or_create("a")
+    assert await items.add("one", 1) == 1
+    assert await items.add("two", 2) == 2
+    assert await items.query("SELECT id, name, n FROM items ORDER BY id") == [
+        {"id": 1, "name": "one", "n": 1},
+        {"id": 2, "name": "two", "n": 2},
+    ]
+    named = await items.query("SELECT name FROM items WHERE n = :n", [{"n": 2}])
+    assert named == [{"name": "two"}]
+    assert await items.query("SELECT x'00ff' AS b, 1.5 AS f, NULL AS z") == [
+        {"b": b"\x00\xff", "f": 1.5, "z": None}
+    ]
+    assert HOOKS == ["db.on_migrate", "on_migrate:True", "create_state", "on_wake"]
+
+
+async def test_writes_survive_a_restart_with_the_state_and_kv(
+    make_runtime: RuntimeFactory, stores: StoreFactory
+) -> None:
+    runtime = await make_runtime(registry)
+    items = runtime.client().items.get_or_create("a")
+    await items.add("one", 1)
+    # ~1.3 MB of rows: more than the page cache reads ahead, so a restart reads pages
+    # from the store on demand.
+    await items.bulk(1000, 1200)
+    await runtime.stop()
+    HOOKS.clear()
+    runtime = await make_runtime(registry, stores())
+    items = runtime.client().items.get_or_create("a")
+    rows = await items.query("SELECT count(*) AS c, sum(length(name)) AS s FROM items")
+    assert rows == [{"c": 1001, "s": 1000 * 1200 + 3}]
+    assert await items.state() == {"count": 1}
+    assert await items.kvGet("item:one") == 1
+    assert await items.query("PRAGMA integrity_check") == [{"integrity_check": "ok"}]
+    assert HOOKS == ["db.on_migrate", "on_migrate:False", "on_wake"]
+
+
+async def test_the_pages_ride_in_the_same_commit_as_the_state(
+    make_runtime: RuntimeFactory,
+) -> None:
+    runtime = await make_runtime(registry)
+    items = runtime.client().items.get_or_create("a")
+    await items.add("one", 1)
+    actor_id = await items.resolve()
+    commits: list[Any] = []
+    store = runtime.store
+    submit = store.submit
+
+    def spy(commit: Any) -> Any:
+        commits.append(commit)
+        return submit(commit)
+
+    store.submit = spy  # type: ignore[method-assign]
+    try:
+        await items.add("two", 2)
+    finally:
+        store.submit = submit  # type: ignore[method-assign]
+    carrying = [c for c in commits if any(k.startswith(DB_PAGE_TAG) for k in c.kv_put)]
+    assert len(carrying) == 1
+    assert carrying[0].state is not None  # the state change is in that same commit
+    assert any(k.startswith(b"s") for k in carrying[0].kv_put)  # and the KV put
+    pages = await store.kv_list(actor_id, start=DB_PAGE_TAG, end=PAGES_END)
+    assert pages
+    assert all(len(value) == 4096 for _, value in pages)
+
+
+async def test_a_failed_action_keeps_its_completed_statements_like_its_state(
+    make_runtime: RuntimeFactory,
+) -> None:
+    runtime = await make_runtime(registry)
+    items = runtime.client().items.get_or_create("a")
+    with pytest.raises(PerdureError):
+        await items.addThenFail("kept")
+    assert await items.query("SELECT name FROM items") == [{"name": "kept"}]
+
+
+async def test_transactions_commit_or_roll_back(make_runtime: RuntimeFactory) -> None:
+    runtime = await make_runtime(registry)
+    items = runtime.client().items.get_or_create("a")
+    with pytest.raises(PerdureError):
+        await items.inTransaction(True)
+    assert await items.query("SELECT name FROM items") == []
+    await items.inTransaction(False)
+    assert await items.transactionFn() == 3
+    assert await items.executeInsideTransaction() == "transaction"
+    names = await items.query("SELECT name FROM items ORDER BY id")
+    assert [row["name"] for row in names] == ["tx-1", "tx-2", "fn"]
+    # A manual transaction in one execute (rivetkit's multiStatementInsert).
+    await items.query(
+        "BEGIN; INSERT INTO items (name) VALUES ('m'); "
+        "UPDATE items SET name = 'm2' WHERE id = last_insert_rowid(); COMMIT;"
+    )
+    assert (await items.query("SELECT name FROM items ORDER BY id DESC LIMIT 1")) == [
+        {"name": "m2"}
+    ]
+
+
+async def test_statements_of_concurrent_actions_run_one_at_a_time(
+    make_runtime: RuntimeFactory,
+) -> None:
+    runtime = await make_runtime(registry)
+    items = runtime.client().items.get_or_create("a")
+    ids = await asyncio.gather(*(items.add(f"n{i}", i) for i in range(20)))
+    assert sorted(ids) == list(range(1, 21))
+    assert await items.state() == {"count": 20}
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "ATTACH DATABASE 'other.db' AS other",
+        "PRAGMA journal_mode=DELETE",
+        "PRAGMA locking_mode=NORMAL",
+        "PRAGMA max_page_count=100000000",
+        "PRAGMA writable_schema=ON",
+        "PRAGMA page_size=512",
+        "SELECT load_extension('x')",
+        "VACUUM INTO 'copy.db'",
+        "CREATE TEMP TABLE t (x)",
+    ],
+)
+async def test_statements_that_escape_the_actor_are_refused(
+    make_runtime: RuntimeFactory, sql: str
+) -> None:
+    runtime = await make_runtime(registry)
+    items = runtime.client().items.get_or_create("a")
+    with pytest.raises(PerdureError) as caught:
+        await items.query(sql)
+    assert caught.value.group == "db"
+    assert caught.value.code == "forbidden"
+    assert await items.query("PRAGMA journal_mode") == [{"journal_mode": "memory"}]
+
+
+async def test_sql_errors_and_the_size_limit_have_codes(make_runtime: RuntimeFactory) -> None:
+    runtime = await make_runtime(registry)
+    small = runtime.client().small.get_or_create("a")
+    with pytest.raises(PerdureError) as caught:
+        await small.query("SELEKT 1")
+    assert (caught.value.group, caught.value.code) == ("db", "sql")
+    with pytest.raises(PerdureError) as caught:
+        await small.bulk(100, 4000)  # 400 kB into a 64 kB database
+    assert (caught.value.group, caught.value.code) == ("db", "full")
+    assert await small.query("SELECT count(*) AS c FROM items") == [{"c": 0}]
+    plain = runtime.client().plain.get_or_create("a")
+    with pytest.raises(PerdureError) as caught:
+        await plain.query("SELECT 1")
+    assert (caught.value.group, caught.value.code) == ("db", "not_configured")
+
+
+async def test_freed_pages_go_back_to_the_store(
+    make_runtime: RuntimeFactory, stores: StoreFactory
+) -> None:
+    runtime = await make_runtime(registry)
+    items = runtime.client().items.get_or_create("a")
+    await items.bulk(500, 2000)
+    actor_id = await items.resolve()
+    full = len(await runtime.store.kv_list(actor_id, start=DB_PAGE_TAG, end=PAGES_END))
+    await items.query("DELETE FROM items")
+    await items.query("PRAGMA incremental_vacuum")
+    await items.query("INSERT INTO items (name) VALUES ('after')")
+    stored = await runtime.store.kv_list(actor_id, start=DB_PAGE_TAG, end=PAGES_END)
+    assert full > 250
+    assert len(stored) < 10  # the file was truncated: its pages deleted
+    await runtime.stop()
+    runtime = await make_runtime(registry, stores())
+    items = runtime.client().items.get_or_create("a")
+    assert await items.query("SELECT name FROM items") == [{"name": "after"}]
+    assert await items.query("PRAGMA integrity_check") == [{"integrity_check": "ok"}]
+
+
+async def test_db_pages_are_not_the_users_kv_records(make_runtime: RuntimeFactory) -> None:
+    runtime = await make_runtime(registry)
+    items = runtime.client().items.get_or_create("a")
+    await items.add("one", 1)
+    assert await items.kvAll() == [["item:one", 1]]
