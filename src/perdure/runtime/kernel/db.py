@@ -74,7 +74,18 @@ class ActorDb:
     """A live actor's SQL database (see the module docstring). ``open`` before use,
     ``close`` when the actor stops."""
 
-    __slots__ = ("_closed", "_conn", "_file", "_kv", "_lock", "_loop", "_name", "_spec", "_tx")
+    __slots__ = (
+        "_closed",
+        "_conn",
+        "_file",
+        "_kv",
+        "_lock",
+        "_loop",
+        "_name",
+        "_running",
+        "_spec",
+        "_tx",
+    )
 
     def __init__(self, kv: ActorKv, spec: DatabaseSpec) -> None:
         self._kv = kv
@@ -85,6 +96,7 @@ class ActorDb:
         self._file: PageFile | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closed = False
+        self._running: asyncio.Future[Any] | None = None  # the worker's statement
         # The task whose transaction holds the lock (c.db.execute from it would wait on
         # itself for ever: refused instead).
         self._tx: asyncio.Task[Any] | None = None
@@ -156,15 +168,13 @@ class ActorDb:
                 code="transaction",
             )
         await self._lock.acquire()
-        future: asyncio.Future[list[Row]] | None = None
         try:
             self._check_open()
             conn = self._conn
             assert conn is not None
-            future = self._start(lambda: _run(conn, sql, params))
-            return await asyncio.shield(future)
+            return await self._in_thread(lambda: _run(conn, sql, params))
         finally:
-            self._release_after(future)
+            self._release_when_idle()
 
     async def execute_in(self, sql: str, params: Sequence[Any] | Mapping[str, Any]) -> list[Row]:
         """Run ``sql`` inside the transaction that holds the lock (``tx.execute``)."""
@@ -180,7 +190,7 @@ class ActorDb:
             self._check_open()
             await self.execute_in("BEGIN", ())
         except BaseException:
-            self._lock.release()
+            self._release_when_idle()
             raise
         self._tx = asyncio.current_task()
 
@@ -199,7 +209,7 @@ class ActorDb:
                 )
         finally:
             self._tx = None
-            self._lock.release()
+            self._release_when_idle()
 
     def _check_open(self) -> None:
         if self._closed or self._conn is None:
@@ -210,24 +220,27 @@ class ActorDb:
             )
 
     async def _in_thread(self, work: Callable[[], T]) -> T:
-        return await asyncio.shield(self._start(work))
-
-    def _start(self, work: Callable[[], T]) -> asyncio.Future[T]:
         loop = self._loop
         assert loop is not None
-        future = loop.run_in_executor(_threads(), work)
-        # Before the caller resumes (callbacks run in the order added): the pages are
-        # staged even when the caller was cancelled meanwhile.
-        future.add_done_callback(self._stage)
-        return future
+        future = self._running = loop.run_in_executor(_threads(), work)
+        try:
+            return await asyncio.shield(future)  # a cancelled caller does not stop SQLite
+        finally:
+            if future.done():
+                # In the caller's own step, before its code goes on: the KV and state
+                # writes it makes next, without an await, join the same commit.
+                self._stage()
+            else:
+                future.add_done_callback(self._stage)
 
-    def _release_after(self, future: asyncio.Future[Any] | None) -> None:
-        """Let the next statement run once ``future`` (the worker's) is done: a caller
-        cancelled while its statement runs must not let another use the connection."""
-        if future is None or future.done():
+    def _release_when_idle(self) -> None:
+        """Let the next statement run once the worker is done: a caller cancelled while
+        its statement runs must not let another use the connection meanwhile."""
+        running = self._running
+        if running is None or running.done():
             self._lock.release()
         else:
-            future.add_done_callback(lambda _: self._lock.release())
+            running.add_done_callback(lambda _: self._lock.release())
 
     def _stage(self, _: object = None) -> None:
         """Stage the pages written (with the next commit), unless a transaction is open."""
