@@ -14,7 +14,7 @@ import pytest
 
 from perdure import ActionContext, actor, db, setup
 from perdure.errors import PerdureError
-from perdure.runtime.kernel.db_pages import PAGES_END
+from perdure.runtime.kernel.db_pages import PAGE_SIZE, PAGES_END
 from perdure.store.kv import DB_PAGE_TAG
 from tests.support.runtimes import RuntimeFactory, StoreFactory
 
@@ -207,7 +207,7 @@ async def test_the_pages_ride_in_the_same_commit_as_the_state(
     assert any(k.startswith(b"s") for k in carrying[0].kv_put)  # and the KV put
     pages = await store.kv_list(actor_id, start=DB_PAGE_TAG, end=PAGES_END)
     assert pages
-    assert all(len(value) == 4096 for _, value in pages)
+    assert all(len(value) == PAGE_SIZE for _, value in pages)
 
 
 async def test_a_failed_action_keeps_its_completed_statements_like_its_state(

@@ -249,7 +249,7 @@ class ActorCore:
         spec = self.definition.db
         if spec is None:
             return None
-        db = ActorDb(self.kv, spec)
+        db = ActorDb(self.kv, spec, inline=self.store.reads_inline)
         await db.open()
         self._db = db
         return db

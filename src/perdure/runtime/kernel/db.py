@@ -58,6 +58,13 @@ MAX_ROWS = 100_000
 # store's own timeout, 5 s by default, usually answers first).
 _READ_TIMEOUT = 60.0
 _WORKERS = 4
+# SQLite's page cache per open database, in KiB (filled as pages are read, so a small
+# database takes what it has): rivetkit's default. A page it does not hold costs a
+# trip to the event loop and a store read (bench/README.md, "An actor's SQL database").
+_CACHE_KIB = 8192
+# Read with the last page at open, in the same store read: the schema and the top of
+# the B-trees, which the first statements after a wake need.
+_PRELOAD_PAGES = 32
 _executor: concurrent.futures.ThreadPoolExecutor | None = None
 
 
@@ -78,6 +85,7 @@ class ActorDb:
         "_closed",
         "_conn",
         "_file",
+        "_inline",
         "_kv",
         "_lock",
         "_loop",
@@ -87,9 +95,12 @@ class ActorDb:
         "_tx",
     )
 
-    def __init__(self, kv: ActorKv, spec: DatabaseSpec) -> None:
+    def __init__(self, kv: ActorKv, spec: DatabaseSpec, *, inline: bool) -> None:
         self._kv = kv
         self._spec = spec
+        # The store reads without waiting (memory, SQLite): statements run on the loop's
+        # thread and read pages straight from it; else on a worker (module docstring).
+        self._inline = inline
         self._name = f"actor-{uuid.uuid4().hex}"
         self._lock = asyncio.Lock()
         self._conn: apsw.Connection | None = None
@@ -111,11 +122,13 @@ class ActorDb:
         self._loop = asyncio.get_running_loop()
         last = await self._kv.scan(DB_PAGE_TAG, PAGES_END, True, 1)
         count = page_number(last[0][0]) + 1 if last else 0
-        self._file = PageFile(self._read_pages, count)
+        first = await self._fetch(0, min(count, _PRELOAD_PAGES)) if count else {}
+        reader = self._read_inline if self._inline else self._read_pages
+        self._file = PageFile(reader, count, first)
         register_file(self._name, self._file)
         try:
             async with self._lock:
-                self._conn = await self._in_thread(self._connect)
+                self._conn = await self._call(self._connect)
         except BaseException:
             unregister_file(self._name)
             raise
@@ -137,6 +150,7 @@ class ActorDb:
                 # would attach a scratch database, which the authorizer refuses).
                 "auto_vacuum=INCREMENTAL",
                 f"max_page_count={max(1, self._spec.max_size // PAGE_SIZE)}",
+                f"cache_size=-{_CACHE_KIB}",
             ):
                 conn.execute(f"PRAGMA {pragma}").fetchall()
             conn.authorizer = authorize
@@ -144,6 +158,11 @@ class ActorDb:
             conn.close()
             raise
         return conn
+
+    def _read_inline(self, first: int, count: int) -> dict[int, bytes]:
+        """Pages ``[first, first + count)`` from a store that reads inline."""
+        found = self._kv.get_inline([page_key(n) for n in range(first, first + count)])
+        return {first + at: page for at, page in enumerate(found) if page is not None}
 
     def _read_pages(self, first: int, count: int) -> dict[int, bytes]:
         """Pages ``[first, first + count)`` from the KV space (on the worker thread)."""
@@ -153,6 +172,9 @@ class ActorDb:
         return future.result(timeout=_READ_TIMEOUT)
 
     async def _fetch(self, first: int, count: int) -> dict[int, bytes]:
+        if count == 1:  # a point read by key: cheaper than a range
+            found = (await self._kv.get([page_key(first)]))[0]
+            return {} if found is None else {first: found}
         rows = await self._kv.scan(page_key(first), page_key(first + count), False, None)
         return {page_number(key): value for key, value in rows}
 
@@ -172,7 +194,7 @@ class ActorDb:
             self._check_open()
             conn = self._conn
             assert conn is not None
-            return await self._in_thread(lambda: _run(conn, sql, params))
+            return await self._call(lambda: _run(conn, sql, params))
         finally:
             self._release_when_idle()
 
@@ -181,7 +203,7 @@ class ActorDb:
         self._check_open()
         conn = self._conn
         assert conn is not None
-        return await self._in_thread(lambda: _run(conn, sql, params))
+        return await self._call(lambda: _run(conn, sql, params))
 
     async def begin(self) -> None:
         """Start a transaction: every other statement waits until :meth:`end`."""
@@ -219,7 +241,12 @@ class ActorDb:
                 code="closed",
             )
 
-    async def _in_thread(self, work: Callable[[], T]) -> T:
+    async def _call(self, work: Callable[[], T]) -> T:
+        if self._inline:
+            try:
+                return work()
+            finally:
+                self._stage()
         loop = self._loop
         assert loop is not None
         future = self._running = loop.run_in_executor(_threads(), work)

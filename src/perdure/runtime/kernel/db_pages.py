@@ -45,12 +45,12 @@ __all__ = [
     "unregister_file",
 ]
 
-PAGE_SIZE = 4096
+PAGE_SIZE = 2048
 VFS_NAME = "perdure-pages"
 # A read of a page not held asks for this many pages from it on (one trip to the event
 # loop and one store read, not one per page, for a scan), kept in a cache of as many.
 READ_AHEAD = 16
-_CACHED_PAGES = 64
+_CACHED_PAGES = 64  # also bounds the pages preloaded at open
 # The smallest key past every page key (the end of a range over all of them).
 PAGES_END = bytes([DB_PAGE_TAG[0] + 1])
 
@@ -72,15 +72,19 @@ def page_number(key: bytes) -> int:
 class PageFile:
     """One actor's database file as SQLite sees it (see the module docstring).
 
-    ``page_count`` is the file's size in pages as stored when it was opened.
+    ``page_count`` is the file's size in pages as stored when it was opened;
+    ``preloaded``, pages read with it (they start the cache).
     """
 
-    def __init__(self, read: PageReader, page_count: int) -> None:
+    def __init__(
+        self, read: PageReader, page_count: int, preloaded: dict[int, bytes] | None = None
+    ) -> None:
         self._read = read
         self.page_count = page_count
         self.dirty: dict[int, bytes] = {}
         self._truncated_at: int | None = None
-        self._cache: dict[int, bytes] = {}
+        self._cache: dict[int, bytes] = dict(preloaded or {})
+        self._last_miss = -2
 
     # ---------------------------------------------------------- the runtime's side
 
@@ -113,7 +117,10 @@ class PageFile:
         if page is None:
             page = self._cache.get(number)
         if page is None:
-            found = self._read(number, min(READ_AHEAD, self.page_count - number))
+            # Read ahead when SQLite reads in order (a scan), not for a lone page.
+            ahead = READ_AHEAD if number == self._last_miss + 1 else 1
+            self._last_miss = number
+            found = self._read(number, min(ahead, self.page_count - number))
             cache = self._cache
             for at, data in found.items():
                 if at not in self.dirty:
