@@ -114,7 +114,7 @@ def _check(audit: dict[str, Any], acked: set[int], tried: set[int], context: str
 
 @pytest.mark.timeout(90)
 async def test_kill_9_never_keeps_half_an_action(tmp_path: Path, store_args: list[str]) -> None:
-    await _run(tmp_path, seconds=4.0, kills=3, store=store_args)
+    await _run(tmp_path, seconds=3.0, kills=2, store=store_args)
 
 
 @pytest.mark.slow

@@ -13,6 +13,7 @@ the same transaction as its state and KV writes.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from types import TracebackType
@@ -42,28 +43,35 @@ class Database:
         """Run ``sql`` with ``params``; its rows, as dicts by column name."""
         return await self._db.execute(sql, _params(params))
 
-    def transaction(self, fn: Callable[[Transaction], Any] | None = None) -> Transaction:
+    def transaction(
+        self, fn: Callable[[Transaction], Any] | None = None, *, timeout: float | None = None
+    ) -> Transaction:
         """A transaction: ``async with c.db.transaction() as tx``, or ``await
-        c.db.transaction(fn)`` (``fn(tx)``, sync or async, returns the result)."""
-        return Transaction(self._db, fn)
+        c.db.transaction(fn)`` (``fn(tx)``, sync or async, returns the result; with
+        ``timeout`` seconds, a transaction still open then is rolled back and fails)."""
+        return Transaction(self._db, fn, timeout)
 
 
 class Transaction:
     """One transaction of the actor's database (``tx``): its ``execute`` runs inside
     it; usable only while it is open (``db.transaction`` after)."""
 
-    __slots__ = ("_db", "_fn", "_state")
+    __slots__ = ("_db", "_fn", "_state", "_timeout")
 
-    def __init__(self, db: ActorDb, fn: Callable[[Transaction], Any] | None) -> None:
+    def __init__(
+        self, db: ActorDb, fn: Callable[[Transaction], Any] | None, timeout: float | None
+    ) -> None:
         self._db = db
         self._fn = fn
-        self._state = "new"
+        self._timeout = timeout
+        self._state = "new"  # open, then committed, rolled back or expired
 
     async def execute(self, sql: str, *params: Any) -> list[Row]:
         """Run ``sql`` inside this transaction."""
         if self._state != "open":
+            ended = "has not begun" if self._state == "new" else f"was already {self._state}"
             raise DbError(
-                "This transaction has ended (or has not begun): run statements inside its block.",
+                f"This transaction {ended}: run its statements inside its block.",
                 code="transaction",
             )
         return await self._db.execute_in(sql, _params(params))
@@ -85,7 +93,8 @@ class Transaction:
         error: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        self._state = "ended"
+        if self._state == "open":
+            self._state = "committed" if error is None else "rolled back"
         await self._db.end(commit=error is None)
 
     def __await__(self) -> Generator[Any, None, Any]:
@@ -101,7 +110,15 @@ class Transaction:
         async with self as tx:
             result = fn(tx)
             if inspect.isawaitable(result):
-                result = await _awaited(result)
+                try:
+                    async with asyncio.timeout(self._timeout):
+                        result = await _awaited(result)
+                except TimeoutError:
+                    self._state = "expired"
+                    raise DbError(
+                        f"The transaction expired after {self._timeout:g} s and was rolled back.",
+                        code="transaction",
+                    ) from None
         return result
 
 
