@@ -16,6 +16,7 @@ from perdure import ActionContext, actor, db, setup
 from perdure.errors import PerdureError
 from perdure.runtime.kernel.db_pages import PAGE_SIZE, PAGES_END
 from perdure.store.kv import DB_PAGE_TAG
+from perdure.testing import ActorTestEnv
 from tests.support.runtimes import RuntimeFactory, StoreFactory
 
 HOOKS: list[str] = []
@@ -26,6 +27,16 @@ async def migrate(database: Any) -> None:
     await database.execute(
         "CREATE TABLE IF NOT EXISTS items (id INTEGER PRIMARY KEY, name TEXT NOT NULL, n INT)"
     )
+
+
+FAILING: list[bool] = []
+
+
+async def migrate_or_fail(database: Any) -> None:
+    if FAILING:
+        await database.execute("CREATE TABLE first_try (x)")
+        raise ValueError("a migration that fails")
+    await migrate(database)
 
 
 def on_migrate(c: Any, is_new: bool) -> None:
@@ -132,6 +143,7 @@ registry = setup(
             actions=ACTIONS,
         ),
         "plain": actor(state={}, actions={"query": query}),
+        "migrating": actor(db=db(on_migrate=migrate_or_fail), state={}, actions=ACTIONS),
     }
 )
 
@@ -139,6 +151,7 @@ registry = setup(
 @pytest.fixture(autouse=True)
 def _reset() -> None:
     HOOKS.clear()
+    FAILING.clear()
 
 
 async def test_rows_come_back_as_dicts_and_migrations_run_first(
@@ -319,3 +332,27 @@ async def test_db_pages_are_not_the_users_kv_records(make_runtime: RuntimeFactor
     items = runtime.client().items.get_or_create("a")
     await items.add("one", 1)
     assert await items.kvAll() == [["item:one", 1]]
+
+
+async def test_a_failed_migration_fails_the_start_and_leaves_nothing(
+    make_runtime: RuntimeFactory,
+) -> None:
+    runtime = await make_runtime(registry)
+    migrating = runtime.client().migrating.get_or_create("a")
+    FAILING.append(True)
+    with pytest.raises(PerdureError):
+        await migrating.query("SELECT 1")
+    FAILING.clear()
+    tables = await migrating.query("SELECT name FROM sqlite_master WHERE type = 'table'")
+    assert tables == [{"name": "items"}]  # first_try was rolled back with its migration
+
+
+@pytest.mark.parametrize("store", ["memory", "sqlite"])
+async def test_the_test_kit_runs_db_actors(store: str) -> None:
+    # On these stores statements run on the loop's thread: the kit's settle sees them.
+    async with ActorTestEnv(registry, store=store) as env:
+        items = env.client.items.get_or_create("a")
+        assert await items.add("one", 1) == 1
+        await env.advance(60)  # past the sleep timeout: the actor sleeps, the db closes
+        assert not env.runtime.is_live(await items.resolve())
+        assert await items.query("SELECT name FROM items") == [{"name": "one"}]

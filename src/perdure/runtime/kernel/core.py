@@ -27,13 +27,13 @@ from perdure.keys import Key
 from perdure.runtime.kernel.activity import ActivityTracker, SleepOwner
 from perdure.runtime.kernel.clock import Clock
 from perdure.runtime.kernel.commits import CommitPipeline, StateOwner
-from perdure.runtime.kernel.db import ActorDb
 from perdure.runtime.kernel.idempotency import IdempotencyKeys
 from perdure.runtime.kernel.kv import ActorKv
 from perdure.runtime.kernel.tasks import TaskOwner
 
 if TYPE_CHECKING:
     from perdure.definition import ActorDefinition
+    from perdure.runtime.kernel.db import ActorDb
     from perdure.store.base import Store
     from perdure.telemetry import Observers
 
@@ -249,6 +249,8 @@ class ActorCore:
         spec = self.definition.db
         if spec is None:
             return None
+        from perdure.runtime.kernel.db import ActorDb  # apsw: only for actors with db=
+
         db = ActorDb(self.kv, spec, inline=self.store.reads_inline)
         await db.open()
         self._db = db

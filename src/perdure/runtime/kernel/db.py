@@ -277,9 +277,9 @@ class ActorDb:
         truncated, pages = file.take_dirty()
         kv = self._kv
         if truncated is not None:
-            kv.delete_range(page_key(truncated), PAGES_END)
+            kv.delete_pages(page_key(truncated), PAGES_END)
         for number, data in pages.items():
-            kv.put(page_key(number), data)
+            kv.put_page(page_key(number), data)
 
     # -------------------------------------------------------------------- closing
 

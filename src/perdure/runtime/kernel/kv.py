@@ -87,6 +87,16 @@ class ActorKv:
         self._overlay.put(key, None)
         self._core.commits.delete_kv(key)
 
+    def put_page(self, key: bytes, value: bytes) -> None:
+        """Stage a page of the actor's database (``c.db``; not one of the user's writes)."""
+        self._overlay.put(key, value)
+        self._core.commits.put_page(key, value)
+
+    def delete_pages(self, start: bytes, end: bytes) -> None:
+        """Stage the delete of the database's pages in ``[start, end)``."""
+        self._overlay.delete_range(start, end)
+        self._core.commits.delete_pages(start, end)
+
     def delete_range(self, start: bytes, end: bytes | None) -> None:
         """Stage a range delete."""
         self._overlay.delete_range(start, end)
