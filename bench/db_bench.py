@@ -11,7 +11,7 @@ same table ``items (id INTEGER PRIMARY KEY, n INT, pad TEXT)``:
 - ``full``: ``--rows`` rows of about 100 bytes each (100,000: ~10 MB of pages), inserted
   in batches before the rounds.
 
-Each round updates one row by primary key (``UPDATE items SET n = ? WHERE id = ?``),
+Each round updates one row by primary key (``UPDATE items SET n = n + 1 WHERE id = ?``),
 ``--updates`` times in a row (each an action awaited: its commit is durable when it
 answers): on ``empty``; on ``full``, rows whose pages SQLite's cache holds (``warm``:
 the same ids twice, the first pass untimed); on ``full`` at random (``steady``: new
@@ -58,7 +58,9 @@ async def fill(c: ActionContext, start: int, count: int) -> None:
 
 
 async def update(c: ActionContext, i: int) -> None:
-    await c.db.execute("UPDATE items SET n = ? WHERE id = ?", -i, i)
+    # n + 1: every update changes the row (an UPDATE that writes the same value leaves
+    # the page as it was, and the action then commits nothing).
+    await c.db.execute("UPDATE items SET n = n + 1 WHERE id = ?", i)
 
 
 async def read(c: ActionContext, i: int) -> Any:

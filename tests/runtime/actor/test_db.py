@@ -8,6 +8,7 @@ a full database is db.full. On the memory, SQLite and PostgreSQL stores."""
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,6 +18,7 @@ from perdure.errors import PerdureError
 from perdure.runtime.kernel.db_pages import PAGE_SIZE, PAGES_END
 from perdure.store.kv import DB_PAGE_TAG
 from perdure.testing import ActorTestEnv
+from tests.support.docs import python_blocks
 from tests.support.runtimes import RuntimeFactory, StoreFactory
 
 HOOKS: list[str] = []
@@ -356,3 +358,15 @@ async def test_the_test_kit_runs_db_actors(store: str) -> None:
         await env.advance(60)  # past the sleep timeout: the actor sleeps, the db closes
         assert not env.runtime.is_live(await items.resolve())
         assert await items.query("SELECT name FROM items") == [{"name": "one"}]
+
+
+async def test_the_storage_guide_example_runs() -> None:
+    guide = (Path(__file__).parents[3] / "docs" / "storage.md").read_text()
+    (block,) = [b for b in python_blocks(guide) if "chat_room = actor(" in b]
+    namespace: dict[str, Any] = {}
+    exec(compile(block, "storage.md", "exec"), namespace)
+    async with ActorTestEnv(setup(use={"chatRoom": namespace["chat_room"]})) as env:
+        room = env.client.chatRoom.get_or_create("lobby")
+        assert await room.post("ann", "hello") == 1
+        assert await room.post("bob", "hi") == 2
+        assert await room.recent(1) == [{"id": 2, "author": "bob", "body": "hi"}]
