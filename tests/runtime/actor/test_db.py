@@ -13,9 +13,10 @@ from typing import Any
 
 import pytest
 
-from perdure import ActionContext, actor, db, setup
+from perdure import ActionContext, ActorRuntime, actor, db, setup
 from perdure.errors import PerdureError
 from perdure.runtime.kernel.db_pages import PAGE_SIZE, PAGES_END
+from perdure.store import MemoryStore
 from perdure.store.kv import DB_PAGE_TAG
 from perdure.testing import ActorTestEnv
 from tests.support.docs import python_blocks
@@ -370,3 +371,44 @@ async def test_the_storage_guide_example_runs() -> None:
         assert await room.post("ann", "hello") == 1
         assert await room.post("bob", "hi") == 2
         assert await room.recent(1) == [{"id": 2, "author": "bob", "body": "hi"}]
+
+
+class ThreadedMemoryStore(MemoryStore):
+    """A memory store that says its reads may wait: c.db takes the worker-thread path
+    (PostgreSQL's) without a server."""
+
+    reads_inline = False
+
+
+async def slow_count(c: ActionContext) -> str:
+    # About a second of SQLite's time on the worker thread, whose caller gives up.
+    statement = c.db.execute(
+        "WITH RECURSIVE seq(v) AS (SELECT 1 UNION ALL SELECT v + 1 FROM seq WHERE v < 3000000) "
+        "SELECT count(*) AS c FROM seq"
+    )
+    try:
+        await asyncio.wait_for(statement, 0.05)
+    except TimeoutError:
+        return "cancelled"
+    return "finished"
+
+
+async def test_the_worker_thread_path_and_a_caller_cancelled_mid_statement() -> None:
+    slow = actor(
+        db=db(on_migrate=migrate),
+        state={"count": 0},
+        actions={**ACTIONS, "slowCount": slow_count},
+    )
+    slow_registry = setup(use={"slow": slow})
+    store = ThreadedMemoryStore()
+    async with ActorRuntime(slow_registry, store) as runtime:
+        handle = runtime.client().slow.get_or_create("a")
+        await handle.bulk(300, 2000)  # ~600 kB: read through the loop after a restart
+        assert await handle.slowCount() == "cancelled"  # its statement runs on
+        # The next statement waits for the worker, then runs: never two at once.
+        assert await handle.add("after", 1) == 301
+    async with ActorRuntime(slow_registry, store) as runtime:
+        handle = runtime.client().slow.get_or_create("a")
+        rows = await handle.query("SELECT count(*) AS c, sum(length(name)) AS s FROM items")
+        assert rows == [{"c": 301, "s": 300 * 2000 + 5}]
+        assert await handle.query("PRAGMA integrity_check") == [{"integrity_check": "ok"}]
