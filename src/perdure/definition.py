@@ -419,7 +419,9 @@ def actor(**config: Any) -> ActorDefinition:
     a client's subscription or queue send with ``auth.forbidden``; docs/edge.md);
     ``on_request(c, request)`` and ``on_websocket(c, websocket)`` (raw handlers, a
     Starlette ``Request``/``WebSocket``; docs/edge.md, "Raw handlers"); ``run(c)``;
-    ``options`` (see :class:`ActorOptions`). Hooks may be sync or async.
+    ``options`` (see :class:`ActorOptions`); ``db=db(on_migrate=...)`` (an SQL database,
+    ``c.db``; docs/storage.md) and ``on_migrate(c, is_new)``, which run at every start
+    before any other hook. Hooks may be sync or async.
     Schemas (pydantic models, dataclasses, TypedDicts; docs/models.md): ``input`` (the
     create input), ``conn_params``, ``state_schema`` (also taken from a model ``state``
     or ``create_state``'s return annotation); annotated action parameters are validated.
