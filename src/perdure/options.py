@@ -60,6 +60,9 @@ class ActorOptions:
     # A workflow run's deadline, counted from its start (docs/workflow-control.md,
     # "Deadline"); ``workflow(timeout=...)`` sets it. 0: none.
     workflow_timeout: float = 0.0
+    # Bytes of encoded state past which a commit logs one warning per awake actor: every
+    # commit encodes the whole state, so large data belongs in c.kv (docs/storage.md).
+    state_size_warning: int = 1_048_576
 
     @classmethod
     def build(cls, actor_name: str, value: ActorOptions | Mapping[str, Any] | None) -> ActorOptions:

@@ -78,3 +78,20 @@ async def test_the_logger_made_on_first_use_names_the_actor(
     assert record.actor_id == instance.actor_id
     assert record.actor_key == instance.key
     assert str(instance) == f"actor counter/{instance.actor_id}"
+
+
+async def test_the_state_size_warning_option_reaches_the_commits(
+    make_runtime: RuntimeFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    def grow(c: ActionContext, size: int) -> None:
+        c.state["pad"] = "x" * size
+
+    big = actor(state={"pad": ""}, actions={"grow": grow}, options={"state_size_warning": 4096})
+    runtime = await make_runtime(setup(use={"big": big}))
+    handle = runtime.client().big.get_or_create("a")
+    with caplog.at_level(logging.WARNING, logger="perdure.actor"):
+        await asyncio.wait_for(handle.grow(1000), WAIT)
+        assert "state_size_warning" not in caplog.text
+        await asyncio.wait_for(handle.grow(8000), WAIT)
+        await asyncio.wait_for(handle.grow(9000), WAIT)
+    assert caplog.text.count("state_size_warning (4096 bytes)") == 1

@@ -49,7 +49,9 @@ class Actor:
     def encode(self) -> bytes:
         return encode_value(self.state)
 
-    def pipeline(self, sink: Sink, *, fence: int | None = 3) -> CommitPipeline:
+    def pipeline(
+        self, sink: Sink, *, fence: int | None = 3, state_warning: int = 0
+    ) -> CommitPipeline:
         return CommitPipeline(
             sink,
             "a1",
@@ -58,6 +60,7 @@ class Actor:
             fence=fence,
             state_written=self._written,
             on_failure=self.failures.append,
+            state_warning=state_warning,
         )
 
     def _written(self) -> None:
@@ -222,3 +225,23 @@ async def test_the_database_pages_do_not_count_as_the_users_kv_writes() -> None:
     assert pipeline.kv_writes() == 0
     pipeline.put_kv(b"sc", b"1")
     assert pipeline.kv_writes() == 1
+
+
+async def test_a_state_past_the_warning_size_is_told_once_per_awake_actor(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    actor, sink = Actor(), Sink()
+    pipeline = actor.pipeline(sink, state_warning=1000)
+    actor.state["pad"] = "x" * 900  # under the size: nothing said
+    await pipeline.request_flush()
+    assert not [r for r in caplog.records if "state_size_warning" in r.getMessage()]
+    actor.state["pad"] = "x" * 2000
+    await pipeline.request_flush()
+    actor.state["n"] = 2
+    await pipeline.request_flush()
+    warnings = [r for r in caplog.records if "state_size_warning" in r.getMessage()]
+    assert len(warnings) == 1, warnings
+    assert warnings[0].levelname == "WARNING"
+    assert "thing/a1" in warnings[0].getMessage()
+    assert "c.kv" in warnings[0].getMessage()
+    assert len(sink.commits) == 3  # the warning changes nothing that is written

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
 
@@ -38,6 +39,8 @@ from perdure.store.kv import DB_PAGE_TAG
 from perdure.telemetry import ActorFacts, Observers
 
 __all__ = ["CommitPipeline", "CommitSink", "KvSettled", "StateOwner"]
+
+_log = logging.getLogger("perdure.actor")
 
 
 class CommitSink(Protocol):
@@ -99,6 +102,7 @@ class CommitPipeline:
         "_pending",
         "_poisoned",
         "_state_schema",
+        "_state_warning",
         "_state_written",
         "_store",
     )
@@ -115,8 +119,11 @@ class CommitPipeline:
         on_failure: Callable[[BaseException], None],
         state_schema: Any = None,
         events_durable: Callable[[int], None] | None = None,
+        state_warning: int = 0,
     ) -> None:
         self._store = store
+        # Bytes of encoded state past which one warning is logged; 0 once it has been.
+        self._state_warning = state_warning
         self._actor_id = actor_id
         self._owner = owner
         self._state_written = state_written
@@ -403,6 +410,8 @@ class CommitPipeline:
 
     def _add_state(self, commit: ActorCommit) -> None:
         data = self._encode_state()
+        if 0 < self._state_warning < len(data):
+            self._warn_large_state(len(data))
         if data != self._last_state:
             commit.state = data
             if self._state_written is not None:
@@ -412,6 +421,18 @@ class CommitPipeline:
                 after = self._encode_state()
                 if after != data:
                     commit.state = after
+
+    def _warn_large_state(self, size: int) -> None:
+        """Say once, while the actor is awake, that its state costs every commit."""
+        _log.warning(
+            "actor %s: its state is %.1f MiB encoded, past state_size_warning (%d bytes); "
+            "every commit encodes all of it, so keep large or growing data in c.kv "
+            "(perdure docs storage, 'Where to keep an actor's data')",
+            self._owner.label,
+            size / 1_048_576,
+            self._state_warning,
+        )
+        self._state_warning = 0
 
     def _encode_state(self) -> bytes:
         owner = self._owner

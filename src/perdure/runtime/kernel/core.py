@@ -199,6 +199,7 @@ class ActorCore:
             state_written=state_written,
             state_schema=definition.state_schema,
             on_failure=on_write_failed,
+            state_warning=self.options.state_size_warning,
         )
 
     def __str__(self) -> str:
