@@ -412,3 +412,14 @@ async def test_the_worker_thread_path_and_a_caller_cancelled_mid_statement() -> 
         rows = await handle.query("SELECT count(*) AS c, sum(length(name)) AS s FROM items")
         assert rows == [{"c": 301, "s": 300 * 2000 + 5}]
         assert await handle.query("PRAGMA integrity_check") == [{"integrity_check": "ok"}]
+
+
+def test_db_definitions_refuse_what_would_fail_later() -> None:
+    with pytest.raises(PerdureError) as caught:
+        db(onMigrate=migrate)  # rivetkit's spelling
+    assert caught.value.code == "unknown_argument"
+    assert "on_migrate" in caught.value.message
+    with pytest.raises(PerdureError, match="db\\(\\.\\.\\.\\)"):
+        actor(db={"on_migrate": migrate})
+    with pytest.raises(PerdureError, match="max_size"):
+        db(max_size=10)
