@@ -117,8 +117,9 @@ class PageFile:
         if page is None:
             page = self._cache.get(number)
         if page is None:
-            # Read ahead when SQLite reads in order (a scan), not for a lone page.
-            ahead = READ_AHEAD if number == self._last_miss + 1 else 1
+            # Read ahead when SQLite reads forward (a scan, which may skip the pages it
+            # does not need), not for a lone page (a B-tree descent jumps about).
+            ahead = READ_AHEAD if 0 < number - self._last_miss <= READ_AHEAD else 1
             self._last_miss = number
             found = self._read(number, min(ahead, self.page_count - number))
             cache = self._cache
