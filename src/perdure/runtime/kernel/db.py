@@ -3,10 +3,12 @@ kept in the actor's KV space, writes that ride in its commits.
 
 One apsw connection per awake actor opens the actor's :class:`~perdure.runtime.kernel.
 db_pages.PageFile` through perdure's VFS. Statements run one at a time, in the order
-they were asked (an :class:`asyncio.Lock`, which is fair), each on a worker thread:
-SQLite's file calls are synchronous while the store is not, so a page SQLite has not
-cached is read by the worker calling back into the event loop, which stays free
-meanwhile. When a statement returns and the connection is out of any transaction, the
+they were asked (an :class:`asyncio.Lock`, which is fair). SQLite's file calls are
+synchronous: where the store reads without waiting (memory, SQLite:
+``Store.reads_inline``) a statement runs on the event loop's thread and a page SQLite
+has not cached is read from the store at once; elsewhere (PostgreSQL) it runs on a
+worker thread, which reads a page by calling back into the event loop, free meanwhile.
+When a statement returns and the connection is out of any transaction, the
 pages it wrote are staged as KV puts (:meth:`ActorDb._stage`), so they are durable
 with the actor's next commit, atomically with its state, queue and history, fenced
 like them. Pages written inside a transaction stay in the file until it commits (a
@@ -296,7 +298,7 @@ class ActorDb:
 
 
 def _run(conn: apsw.Connection, sql: str, params: Sequence[Any] | Mapping[str, Any]) -> list[Row]:
-    """Run ``sql`` on the worker thread; SQLite's refusals as ``DbError``."""
+    """Run ``sql`` (on the thread that runs statements); SQLite's refusals as ``DbError``."""
     rows: list[Row] = []
     cursor = conn.cursor()
     try:

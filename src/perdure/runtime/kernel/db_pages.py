@@ -8,14 +8,14 @@ So the database is in the store with the rest of the actor, moves with it to ano
 node, and its writes go out in the actor's commits (docs/DESIGN.md, "An actor's SQL
 database").
 
-SQLite calls the file from the worker thread that runs a statement (``runtime/kernel/
-db.py``). A write lands in :attr:`PageFile.dirty` (what the file holds that the KV
-space does not have yet); the runtime takes those pages (:meth:`PageFile.take_dirty`)
-once the connection is out of any transaction and stages them as KV puts. A read looks
-in the dirty pages, then in a small cache of pages read before, then asks the KV space
-(the store, through the actor's overlay of writes in flight) for a run of pages by
-calling back into the event loop. SQLite keeps its own page cache besides (locking mode
-``EXCLUSIVE``), so a warm database reads nothing.
+SQLite calls the file from the thread that runs a statement (``runtime/kernel/db.py``:
+the event loop's, or a worker's). A write lands in :attr:`PageFile.dirty` (what the
+file holds that the KV space does not have yet); the runtime takes those pages
+(:meth:`PageFile.take_dirty`) once the connection is out of any transaction and stages
+them as KV puts. A read looks in the dirty pages, then in a small cache of pages read
+before, then asks the KV space (the store, through the actor's overlay of writes in
+flight) for its page, or for a run of pages when SQLite reads forward. SQLite keeps its
+own page cache besides (locking mode ``EXCLUSIVE``), so a warm database reads nothing.
 
 Journals are never files: the connection runs with ``journal_mode=MEMORY`` and
 ``temp_store=MEMORY``, and this VFS refuses to open anything but a main database, so
@@ -55,8 +55,8 @@ _CACHED_PAGES = 64  # also bounds the pages preloaded at open
 PAGES_END = bytes([DB_PAGE_TAG[0] + 1])
 
 PageReader = Callable[[int, int], dict[int, bytes]]
-"""Reads pages ``[first, first + count)`` from the KV space (blocking: called from the
-worker thread); returns those that exist."""
+"""Reads pages ``[first, first + count)`` from the KV space (blocking, on the thread
+that runs the statement); returns those that exist."""
 
 
 def page_key(number: int) -> bytes:
