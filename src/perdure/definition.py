@@ -23,7 +23,9 @@ from perdure.options import ActorOptions, seconds, suggest, with_option
 from perdure.queue_message import (
     DEFAULT_MAX_ATTEMPTS,
     DEFAULT_VISIBILITY_TIMEOUT,
+    QueueLimits,
     check_max_attempts,
+    queue_limits,
 )
 from perdure.schemas import (
     ArgConverter,
@@ -82,6 +84,7 @@ class QueueSpec:
     schema: Any = None
     visibility_timeout: float = DEFAULT_VISIBILITY_TIMEOUT
     max_attempts: int = DEFAULT_MAX_ATTEMPTS
+    limits: QueueLimits | None = None  # concurrency and rate, per key (docs/queues.md)
 
 
 # An actor's SQL database is at most this large by default (``db(max_size=...)``).
@@ -123,11 +126,22 @@ def queue(
     *,
     visibility_timeout: float | _dt.timedelta = DEFAULT_VISIBILITY_TIMEOUT,
     max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+    concurrency: int | None = None,
+    rate: tuple[int, float | _dt.timedelta] | None = None,
+    key: str | Callable[[Any], Any] | None = None,
 ) -> QueueSpec:
     """Declare a queue, optionally with a body schema, and the lease of its completable
-    messages outside workflows (seconds or ``timedelta``; ``max_attempts >= 1``)."""
+    messages outside workflows (seconds or ``timedelta``; ``max_attempts >= 1``).
+
+    ``concurrency`` (at most that many messages in progress at once) and ``rate``
+    (``(starts, period)``: at most ``starts`` receives per ``period`` seconds) limit the
+    queue per ``key``: a body field's name, or a function of the (plain) body, giving a
+    tenant id or the like; without ``key`` they hold for the whole queue. In progress:
+    received with ``completable=True`` and not yet completed (docs/queues.md).
+    """
     timeout = duration_seconds(visibility_timeout, "queue() visibility_timeout")
-    return QueueSpec(schema, timeout, check_max_attempts(max_attempts, "queue() max_attempts"))
+    attempts = check_max_attempts(max_attempts, "queue() max_attempts")
+    return QueueSpec(schema, timeout, attempts, queue_limits(concurrency, rate, key))
 
 
 @dataclass(frozen=True, slots=True)

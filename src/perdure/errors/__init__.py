@@ -62,6 +62,8 @@ HTTP status a server answers with. The tree::
     │   ├── RouteNotFound            actor.route_not_found (404)  no route for this path
     │   ├── MethodNotAllowed         actor.method_not_allowed (405)
     │   ├── RequestRefused           request.* (400, 413, 431 …)  malformed, too large, slow
+    │   ├── GatewayQueryRefused      guard.query_* (400)          an unknown or repeated rvt-*
+    │   │                                                         query parameter
     │   │   └── ClientCapReached     request.too_many_* (429)     one address past its caps
     │   ├── OriginNotAllowed         cors.origin_not_allowed (403)
     │   ├── AdminDenied              admin.unauthorized/forbidden the admin surface refused
@@ -144,6 +146,7 @@ from perdure.errors.cluster import (
 from perdure.errors.edge import (
     AdminDenied,
     ClientCapReached,
+    GatewayQueryRefused,
     MethodNotAllowed,
     NotLocal,
     NotStarted,
@@ -201,6 +204,7 @@ __all__ = [
     "DefinitionError",
     "EngineSignal",
     "Evicted",
+    "GatewayQueryRefused",
     "HistoryDiverged",
     "IdempotencyError",
     "InternalError",

@@ -356,6 +356,7 @@ async def test_the_test_kit_runs_db_actors(store: str) -> None:
     async with ActorTestEnv(registry, store=store) as env:
         items = env.client.items.get_or_create("a")
         assert await items.add("one", 1) == 1
+        assert await env.kv(items) == [("item:one", 1)]  # the user's records, not pages
         await env.advance(60)  # past the sleep timeout: the actor sleeps, the db closes
         assert not env.runtime.is_live(await items.resolve())
         assert await items.query("SELECT name FROM items") == [{"name": "one"}]

@@ -870,6 +870,103 @@ await check("db-transactions", "actor-db: transactions commit, roll back, run FI
 	return values;
 });
 
+// ------------------------------- rivetkit's own driver tests (issue 34): their fixtures
+
+await check("queue-signal-next", "c.queue.next(signal=) rejects with actor.aborted (actor-queue)", async () => {
+	const signalled = client.queueActor.getOrCreate([key("signal-abort-next")]);
+	assert.deepEqual(await signalled.waitForSignalAbort(), { group: "actor", code: "aborted" });
+	const destroyed = client.queueActor.getOrCreate([key("actor-abort-with-signal-next")]);
+	assert.deepEqual(await destroyed.waitForActorAbortWithSignal(), { group: "actor", code: "aborted" });
+});
+
+await check("queue-signal-iter", "c.queue.iter(signal=) ends quietly (actor-queue)", async () => {
+	const handle = client.queueActor.getOrCreate([key("signal-abort-iter")]);
+	assert.deepEqual(await handle.iterWithSignalAbort(), { ok: true });
+});
+
+await check("workflow-onError-retryDelay", "workflow on_error reports retry metadata, retryDelay included (actor-workflow)", async () => {
+	const handle = client.workflowErrorHookActor.getOrCreate([key("workflow-error-hook")]);
+	let state = await handle.getErrorState();
+	const deadline = Date.now() + 5000;
+	while ((state.attempts < 2 || state.events.length === 0) && Date.now() < deadline) {
+		await sleep(50);
+		state = await handle.getErrorState();
+	}
+	assert.equal(state.attempts, 2);
+	assert.equal(state.events.length, 1);
+	const step = state.events[0].step;
+	assert.deepEqual(
+		[step.stepName, step.attempt, step.willRetry, step.retryDelay, step.error.message],
+		["flaky", 1, true, 1, "workflow hook failed"],
+	);
+	return step;
+});
+
+await check("workflow-onError-effects", "workflow on_error updates state, broadcasts and enqueues (actor-workflow)", async () => {
+	const handle = client.workflowErrorHookEffectsActor.getOrCreate([key("workflow-error-effects")]);
+	const conn = connect(handle);
+	const heard = new Promise<any>((resolve) => conn.once("workflowError", resolve));
+	// On the connection, as rivetkit's test does: its subscription goes out before the call.
+	await conn.startWorkflow();
+	const event = await withTimeout(heard, 5000, "the workflowError event");
+	await conn.dispose();
+	const expected = ["flaky", 1, true, 1, "workflow hook failed"];
+	const fields = (e: any) => [e.step.stepName, e.step.attempt, e.step.willRetry, e.step.retryDelay, e.step.error.message];
+	assert.deepEqual(fields(event), expected);
+	assert.deepEqual(fields(await handle.receiveQueuedError()), expected);
+	let state = await handle.getErrorState();
+	const deadline = Date.now() + 5000;
+	while (state.attempts < 2 && Date.now() < deadline) {
+		await sleep(50);
+		state = await handle.getErrorState();
+	}
+	assert.deepEqual([state.attempts, state.errorCount], [2, 1]);
+	assert.deepEqual(fields(state.lastError), expected);
+	return event;
+});
+
+await check("workflow-try-join-name", "ctx.try_ names the failing join, join:parallel (actor-workflow)", async () => {
+	const handle = client.workflowTryActor.getOrCreate([key("workflow-try")]);
+	let state = await handle.getState();
+	const deadline = Date.now() + 5000;
+	while ((state.tryStepFailure === null || state.tryJoinFailure === null) && Date.now() < deadline) {
+		await sleep(50);
+		state = await handle.getState();
+	}
+	assert.equal(state.innerWrites, 1);
+	assert.deepEqual(state.tryStepFailure, { kind: "exhausted", message: "card declined", attempts: 1 });
+	assert.equal(state.tryJoinFailure, "join:parallel");
+	return state;
+});
+
+await check("large-payload-http", "HTTP actions: 64 KiB in, 1 MiB out (action-features, Large Payloads)", async () => {
+	const handle = client.largePayloadActor.getOrCreate([key("large")]);
+	const items = (n: number) => Array.from({ length: n }, (_, i) => `Item ${i} with some additional text to increase size`);
+	const within = await handle.processLargeRequest({ items: items(800) });
+	assert.deepEqual(within, { itemCount: 800, firstItem: items(1)[0], lastItem: items(800)[799] });
+	assertRivetError(
+		await rejection(handle.processLargeRequest({ items: items(1500) }), "1500 items"),
+		"message",
+		"incoming_too_long",
+	);
+	assert.equal((await handle.getLargeResponse(800)).items.length, 800);
+	const tooLong = await rejection(handle.getLargeResponse(20000), "20000 items");
+	assertRivetError(tooLong, "message", "outgoing_too_long");
+	return errorFields(tooLong);
+});
+
+await check("gateway-unknown-rvt-param", "an unknown rvt-* query parameter is refused (gateway-routing)", async () => {
+	const query = `rvt-namespace=default&rvt-method=getOrCreate&rvt-key=${key("rvt")}&rvt-runner=default`;
+	const url = `${endpoint}/gateway/compatRaw/request/api/hello?${query}`;
+	assert.equal((await fetch(url)).status, 200);
+	const response = await fetch(`${url}&rvt-bogus=invalid`);
+	assert.equal(response.ok, false);
+	assert.equal(response.status, 400);
+	const body = await response.json();
+	assert.deepEqual([body.group, body.code], ["guard", "query_invalid_params"]);
+	return body;
+});
+
 // ------------------------------------------------------- the seed's other actor
 
 await check("seed-setup-teardown", "the seed's setupRunTeardownActor: set up once, then ticks every second", async () => {

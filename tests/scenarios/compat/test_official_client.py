@@ -108,6 +108,15 @@ REQUIRED_CHECKS: dict[str, set[str]] = {
         "db-crud",
         "db-transactions",
     },
+    "rivetkit's driver tests (issue 34, items 6, 7, 8, 10)": {
+        "queue-signal-next",
+        "queue-signal-iter",
+        "workflow-onError-retryDelay",
+        "workflow-onError-effects",
+        "workflow-try-join-name",
+        "large-payload-http",
+        "gateway-unknown-rvt-param",
+    },
 }
 
 

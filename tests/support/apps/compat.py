@@ -26,6 +26,8 @@
   tests, with ``c.db`` (tests/support/apps/db_raw.py)
 - ``kvActor``: the fixture actor of rivetkit's actor-kv driver test, with ``c.kv``
   (``tests/support/apps/kv.py``).
+- ``queueActor``, ``workflowErrorHookActor``, ``workflowTryActor``, ``largePayloadActor``:
+  fixture actors of rivetkit's driver tests (``tests/support/apps/parity.py``).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from pydantic import BaseModel
 from perdure import ActionContext, ActorContext, UserError, actor, event, queue, setup
 from tests.support.apps.db_raw import db_actor_raw
 from tests.support.apps.kv import kv_actor
+from tests.support.apps.parity import PARITY_ACTORS
 
 
 def _increment(c: ActionContext, by: int = 1) -> int:
@@ -197,5 +200,6 @@ registry = setup(
         "compatRaw": compat_raw,
         "kvActor": kv_actor,
         "dbActorRaw": db_actor_raw,
+        **PARITY_ACTORS,
     }
 )

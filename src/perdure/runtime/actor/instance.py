@@ -215,8 +215,7 @@ class ActorInstance:
         """Run the start sequence: (create_state, on_create,) create_vars, on_wake, run."""
         hooks = self.definition.hooks
         if self.definition.queues is not None:
-            records = await self.host.store.load_queue(self.actor_id)
-            self.queue = ActorQueue(self.core, records, next_id=self.record.queue_next_id)
+            self.queue = await ActorQueue.load(self.core, next_id=self.record.queue_next_id)
         wake_at = self.core.wake_at
         if wake_at is not None and wake_at <= self.host.clock.now_ms():
             self.core.write_wake_at(None)  # due alarms are handled now; sources re-arm the rest
