@@ -19,7 +19,7 @@ from perdure._names import keywords_checked
 from perdure._time import duration_seconds
 from perdure.errors import ActionNotFound, DefinitionError, InvalidRequest, QueueError
 from perdure.handles import WORKFLOW_ACTIONS, WORKFLOW_STATUS_ACTION
-from perdure.options import ActorOptions, seconds, suggest, with_option
+from perdure.options import ActorOptions, DatabaseSpec, db, seconds, suggest, with_option
 from perdure.queue_message import (
     DEFAULT_MAX_ATTEMPTS,
     DEFAULT_VISIBILITY_TIMEOUT,
@@ -67,9 +67,12 @@ MISSING: Any = _Missing()
 
 @dataclass(frozen=True, slots=True)
 class EventSpec:
-    """An event an actor may broadcast; ``schema`` (any type pydantic understands) validates."""
+    """An event an actor may broadcast; ``schema`` (any type pydantic understands) validates.
+    ``can_subscribe(c)``: whether ``c.conn`` may subscribe to it (rivetkit's per-event
+    ``canSubscribe``)."""
 
     schema: Any = None
+    can_subscribe: Callable[..., Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,39 +88,21 @@ class QueueSpec:
     visibility_timeout: float = DEFAULT_VISIBILITY_TIMEOUT
     max_attempts: int = DEFAULT_MAX_ATTEMPTS
     limits: QueueLimits | None = None  # concurrency and rate, per key (docs/queues.md)
+    # rivetkit's per-queue canPublish: whether c.conn may send to the queue.
+    can_publish: Callable[..., Any] | None = None
 
 
-# An actor's SQL database is at most this large by default (``db(max_size=...)``).
-DEFAULT_DB_MAX_SIZE = 1 << 30
+@keywords_checked("event()")
+def event(schema: Any = None, *, can_subscribe: Callable[..., Any] | None = None) -> EventSpec:
+    """Declare an event, optionally with a payload schema and ``can_subscribe(c)``, which
+    answers whether the connection ``c.conn`` may subscribe to it (docs/edge.md)."""
+    return EventSpec(schema, _access_hook(can_subscribe, "event() can_subscribe"))
 
 
-@dataclass(frozen=True, slots=True)
-class DatabaseSpec:
-    """An actor's SQL database (``c.db``, docs/storage.md): ``on_migrate(db)`` runs at
-    every wake before any other hook, in one transaction; ``max_size`` bounds it
-    (bytes; ``db.full`` past it)."""
-
-    on_migrate: Callable[..., Any] | None = None
-    max_size: int = DEFAULT_DB_MAX_SIZE
-
-
-@keywords_checked("db()")
-def db(
-    on_migrate: Callable[..., Any] | None = None, *, max_size: int = DEFAULT_DB_MAX_SIZE
-) -> DatabaseSpec:
-    """Give the actor an SQL database (SQLite's dialect) that lives in the store with
-    its state: ``actor(db=db(on_migrate=migrate), ...)``, then ``await c.db.execute(sql,
-    *params)``. ``on_migrate`` (sync or async) receives the database."""
-    if on_migrate is not None and not callable(on_migrate):
-        raise DefinitionError("db(): `on_migrate` must be callable.")
-    if isinstance(max_size, bool) or not isinstance(max_size, int) or max_size < 65_536:
-        raise DefinitionError("db(): `max_size` is a number of bytes, at least 65536.")
-    return DatabaseSpec(on_migrate, max_size)
-
-
-def event(schema: Any = None) -> EventSpec:
-    """Declare an event, optionally with a payload schema."""
-    return EventSpec(schema)
+def _access_hook(hook: Callable[..., Any] | None, what: str) -> Callable[..., Any] | None:
+    if hook is not None and not callable(hook):
+        raise DefinitionError(f"{what} must be a function of `c`, not {hook!r}.")
+    return hook
 
 
 @keywords_checked("queue()")
@@ -129,6 +114,7 @@ def queue(
     concurrency: int | None = None,
     rate: tuple[int, float | _dt.timedelta] | None = None,
     key: str | Callable[[Any], Any] | None = None,
+    can_publish: Callable[..., Any] | None = None,
 ) -> QueueSpec:
     """Declare a queue, optionally with a body schema, and the lease of its completable
     messages outside workflows (seconds or ``timedelta``; ``max_attempts >= 1``).
@@ -138,10 +124,15 @@ def queue(
     queue per ``key``: a body field's name, or a function of the (plain) body, giving a
     tenant id or the like; without ``key`` they hold for the whole queue. In progress:
     received with ``completable=True`` and not yet completed (docs/queues.md).
+    ``can_publish(c)`` answers whether the connection ``c.conn`` may send to it
+    (rivetkit's per-queue ``canPublish``; docs/edge.md).
     """
     timeout = duration_seconds(visibility_timeout, "queue() visibility_timeout")
     attempts = check_max_attempts(max_attempts, "queue() max_attempts")
-    return QueueSpec(schema, timeout, attempts, queue_limits(concurrency, rate, key))
+    limits = queue_limits(concurrency, rate, key)
+    return QueueSpec(
+        schema, timeout, attempts, limits, _access_hook(can_publish, "queue() can_publish")
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -234,6 +225,11 @@ class ActorDefinition:
     name: str = ""
     options: ActorOptions = field(default_factory=ActorOptions)
     actions: dict[str, ActionSpec] = field(default_factory=dict)
+    # Declared with state (``state=``, ``create_state`` or ``state_schema=``): without,
+    # ``c.state`` raises ``actor.state_not_enabled`` as in rivetkit.
+    has_state: bool = False
+    # A can_subscribe hook (the actor's or an event's) guards subscriptions.
+    subscriptions_guarded: bool = False
 
     def action(self, fn_or_name: Callable[..., Any] | str | None = None) -> Any:
         """Register an action by decorator: ``@defn.action`` or ``@defn.action("name")``."""
@@ -400,9 +396,17 @@ class ActorDefinition:
         for hook_name, fn in self.hooks.items():
             _check_hook(name, hook_name, fn)
         self.options = ActorOptions.build(name, self.raw_options)
+        self.has_state = (
+            self.state is not MISSING
+            or "create_state" in self.hooks
+            or self.state_schema is not None
+        )
         self.actions = _flatten_actions(name, self.raw_actions)
         self.events = _check_specs(name, "events", self.events, EventSpec)
         self.queues = _check_specs(name, "queues", self.queues, QueueSpec)
+        self.subscriptions_guarded = "can_subscribe" in self.hooks or any(
+            spec.can_subscribe is not None for spec in (self.events or {}).values()
+        )
         for option in ("input", "conn_params"):
             schema = getattr(self, _SCHEMA_FIELDS[option])
             if schema is not None:

@@ -29,6 +29,7 @@ HTTP status a server answers with. The tree::
     ├── AccessForbidden              auth.forbidden (403)         refused by access control
     │   └── AccessUnauthorized       auth.unauthorized (401)      no or a wrong server token
     ├── NoRawHandler                 actor.route_not_found (404)  no on_request/on_websocket
+    ├── StateNotEnabled              actor.state_not_enabled (500) c.state without state=
     ├── ScheduleNotFound             actor.schedule_not_found (404)
     ├── IdempotencyError             idempotency.* (400, 409)     a key too long, reused for
     │                                                             another request (409) …
@@ -111,6 +112,7 @@ from perdure.errors.actor import (
     KvError,
     NoRawHandler,
     ScheduleNotFound,
+    StateNotEnabled,
 )
 from perdure.errors.base import (
     ActionNotFound,
@@ -231,6 +233,7 @@ __all__ = [
     "RouteNotFound",
     "ScheduleError",
     "ScheduleNotFound",
+    "StateNotEnabled",
     "StateNotSerializable",
     "StepContextExpired",
     "StepExhausted",

@@ -38,6 +38,19 @@ class NoRawHandler(PerdureError):
         )
 
 
+class StateNotEnabled(PerdureError):
+    """``c.state`` of an actor declared without ``state``/``create_state``:
+    ``actor.state_not_enabled`` (500; rivetkit's StateNotEnabled, its text)."""
+
+    default_code = "state_not_enabled"
+    status = 500
+
+    def __init__(self) -> None:
+        super().__init__(
+            "State not enabled. Must implement `create_state` or `state` to use state."
+        )
+
+
 class ScheduleNotFound(PerdureError):
     """``actor.schedule_not_found`` (404)."""
 

@@ -967,6 +967,63 @@ await check("gateway-unknown-rvt-param", "an unknown rvt-* query parameter is re
 	return body;
 });
 
+// ------------------------------------------- the lifecycle (rivetkit's driver tests)
+
+await check("lifecycle-run-first", "actor-run: run has started (its first tick done) when the first action is served", async () => {
+	const state = await client.lifeTicker.getOrCreate([key("ticker")]).get_state();
+	assert.equal(state.run_started, true);
+	assert.ok(state.ticks >= 1, `ticks: ${state.ticks}`);
+	return state;
+});
+
+await check("lifecycle-wait-until-before-sleep", "actor-sleep: conn.send from waitUntil before c.sleep() arrives before the close", async () => {
+	const conn = connect(client.lifeSleeper.getOrCreate([key("goodbye")]));
+	const { got } = collect(conn, "sleeping");
+	await conn.ready;
+	await conn.trigger_sleep();
+	await waitFor(() => got.length === 1, 3000, "the goodbye");
+	assert.deepEqual(got, [1]);
+	await conn.dispose();
+	return got;
+});
+
+await check("lifecycle-on-sleep-raw-websocket", "actor-sleep: onSleep sends to an open raw WebSocket (after 100 ms), then the sleep closes it", async () => {
+	const handle = client.lifeSleeper.getOrCreate([key("raw-sleep")]);
+	const ws = await handle.webSocket();
+	const got: string[] = [];
+	let closed: { code: number; reason: string } | null = null;
+	ws.addEventListener("message", (event: any) => got.push(String(event.data)));
+	ws.addEventListener("close", (event: any) => (closed = { code: event.code, reason: event.reason }));
+	await waitFor(() => got.length >= 1, 5000, "the greeting");
+	const started = Date.now();
+	await handle.trigger_sleep();
+	await waitFor(() => closed !== null, 5000, "the close");
+	assert.deepEqual(got, ["connected", "sleeping 1"]);
+	assert.deepEqual(closed, { code: 1000, reason: "actor.sleeping" });
+	assert.ok(Date.now() - started < 3000, "not after the grace period");
+	assert.deepEqual(await handle.counts(), { starts: 2, sleeps: 1 });
+	return { got, closed };
+});
+
+await check("lifecycle-call-during-start-then-destroy", "actor-lifecycle: a ping waiting for a start is served, then the destroy action destroys", async () => {
+	const handle = client.lifeSlowStart.getOrCreate([key("slow-start")]);
+	await handle.sleep(); // created, then asleep: the destroy below wakes it (300 ms)
+	const id = await handle.resolve();
+	const destroyed = handle.destroy();
+	await sleep(100);
+	assert.equal(await handle.ping(), "pong");
+	await destroyed;
+	const error = await rejection(client.lifeSlowStart.getForId(id).ping(), "a ping after the destroy");
+	assertRivetError(error, "actor", "not_found");
+	return { id };
+});
+
+await check("lifecycle-state-not-enabled", "actor-stateless: c.state of an actor without state is actor.state_not_enabled", async () => {
+	const error = await rejection(client.lifeStateless.getOrCreate([key("stateless")]).read_state(), "read_state");
+	assertRivetError(error, "actor", "state_not_enabled");
+	return errorFields(error);
+});
+
 // ------------------------------------------------------- the seed's other actor
 
 await check("seed-setup-teardown", "the seed's setupRunTeardownActor: set up once, then ticks every second", async () => {

@@ -117,6 +117,13 @@ REQUIRED_CHECKS: dict[str, set[str]] = {
         "large-payload-http",
         "gateway-unknown-rvt-param",
     },
+    "the lifecycle as rivetkit's driver tests see it (issue 34)": {
+        "lifecycle-run-first",
+        "lifecycle-wait-until-before-sleep",
+        "lifecycle-on-sleep-raw-websocket",
+        "lifecycle-call-during-start-then-destroy",
+        "lifecycle-state-not-enabled",
+    },
 }
 
 

@@ -28,6 +28,8 @@
   (``tests/support/apps/kv.py``).
 - ``queueActor``, ``workflowErrorHookActor``, ``workflowTryActor``, ``largePayloadActor``:
   fixture actors of rivetkit's driver tests (``tests/support/apps/parity.py``).
+- ``life*``: the actors of ``tests/support/apps/lifecycle.py`` (``lifeTicker``,
+  ``lifeSleeper`` …): rivetkit's lifecycle as its driver tests see it.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from pydantic import BaseModel
 from perdure import ActionContext, ActorContext, UserError, actor, event, queue, setup
 from tests.support.apps.db_raw import db_actor_raw
 from tests.support.apps.kv import kv_actor
+from tests.support.apps.lifecycle import actors as lifecycle_actors
 from tests.support.apps.parity import PARITY_ACTORS
 
 
@@ -201,5 +204,8 @@ registry = setup(
         "kvActor": kv_actor,
         "dbActorRaw": db_actor_raw,
         **PARITY_ACTORS,
+        # rivetkit's lifecycle, as its driver tests see it (issue 34): lifeTicker,
+        # lifeSleeper, lifeSlowStart, lifeStateless, lifeGuarded ...
+        **{f"life{name[0].upper()}{name[1:]}": a for name, a in lifecycle_actors().items()},
     }
 )
