@@ -19,7 +19,7 @@ from perdure._names import keywords_checked
 from perdure._time import duration_seconds
 from perdure.errors import ActionNotFound, DefinitionError, InvalidRequest, QueueError
 from perdure.handles import WORKFLOW_ACTIONS, WORKFLOW_STATUS_ACTION
-from perdure.options import ActorOptions, seconds, suggest, with_option
+from perdure.options import ActorOptions, DatabaseSpec, db, seconds, suggest, with_option
 from perdure.queue_message import (
     DEFAULT_MAX_ATTEMPTS,
     DEFAULT_VISIBILITY_TIMEOUT,
@@ -45,9 +45,11 @@ __all__ = [
     "ActionSpec",
     "ActorDefinition",
     "ActorOptions",
+    "DatabaseSpec",
     "EventSpec",
     "QueueSpec",
     "actor",
+    "db",
     "event",
     "queue",
     "seconds",
@@ -173,12 +175,22 @@ HOOK_ARITY: dict[str, int] = {
     "on_state_change": 2,
     "on_before_action_response": 4,
     "on_error": 2,
+    "on_migrate": 2,
     "run": 1,
     # Raw handlers (docs/edge.md, "Raw handlers"): a Starlette Request / WebSocket.
     "on_request": 2,
     "on_websocket": 2,
 }
-_VALUE_FIELDS = ("state", "vars", "conn_state", "events", "queues", "actions", "options")
+_VALUE_FIELDS = (
+    "state",
+    "vars",
+    "conn_state",
+    "events",
+    "queues",
+    "actions",
+    "options",
+    "db",
+)
 # Schemas (any type pydantic's TypeAdapter accepts; docs/models.md).
 _SCHEMA_FIELDS = {
     "input": "input_schema",
@@ -200,6 +212,7 @@ class ActorDefinition:
     hooks: dict[str, Callable[..., Any]] = field(default_factory=dict)
     events: dict[str, EventSpec] | None = None
     queues: dict[str, QueueSpec] | None = None
+    db: DatabaseSpec | None = None
     raw_actions: dict[str, Any] = field(default_factory=dict)
     raw_options: ActorOptions | Mapping[str, Any] | None = None
     unknown: dict[str, Any] = field(default_factory=dict)
@@ -424,7 +437,9 @@ def actor(**config: Any) -> ActorDefinition:
     a client's subscription or queue send with ``auth.forbidden``; docs/edge.md);
     ``on_request(c, request)`` and ``on_websocket(c, websocket)`` (raw handlers, a
     Starlette ``Request``/``WebSocket``; docs/edge.md, "Raw handlers"); ``run(c)``;
-    ``options`` (see :class:`ActorOptions`). Hooks may be sync or async.
+    ``options`` (see :class:`ActorOptions`); ``db=db(on_migrate=...)`` (an SQL database,
+    ``c.db``; docs/storage.md) and ``on_migrate(c, is_new)``, which run at every start
+    before any other hook. Hooks may be sync or async.
     Schemas (pydantic models, dataclasses, TypedDicts; docs/models.md): ``input`` (the
     create input), ``conn_params``, ``state_schema`` (also taken from a model ``state``
     or ``create_state``'s return annotation); annotated action parameters are validated.
@@ -466,6 +481,10 @@ def _build_definition(kind: ActorKind, config: dict[str, Any]) -> ActorDefinitio
             definition.events = None if value is None else dict(value)
         elif key == "queues":
             definition.queues = None if value is None else dict(value)
+        elif key == "db":
+            if value is not None and not isinstance(value, DatabaseSpec):
+                raise DefinitionError("`db` takes what `db(...)` returns: db(on_migrate=...).")
+            definition.db = value
         elif key in ("state", "vars", "conn_state"):
             setattr(definition, key, value)
         elif key in _SCHEMA_FIELDS:

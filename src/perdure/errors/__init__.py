@@ -35,6 +35,9 @@ HTTP status a server answers with. The tree::
     │                                                             another request (409) …
     ├── KvError                      kv.* (400)                   c.kv: a key or value too
     │                                                             large, too many writes …
+    ├── DbError                      db.* (400, 507)              c.db: a statement SQLite
+    │                                                             refused, one that would
+    │                                                             escape the actor, full …
     ├── (storage)
     │   ├── StoreUnavailable         store.unavailable (503)      the store did not answer in
     │   │                                                         time; retry (Retry-After)
@@ -104,6 +107,7 @@ from __future__ import annotations
 from perdure.errors.actor import (
     AccessForbidden,
     AccessUnauthorized,
+    DbError,
     IdempotencyError,
     KvError,
     NoRawHandler,
@@ -197,6 +201,7 @@ __all__ = [
     "ClientCapReached",
     "ClusterSecretMismatch",
     "CriticalError",
+    "DbError",
     "DeadLetterNotFound",
     "DefinitionError",
     "EngineSignal",

@@ -29,6 +29,7 @@ from perdure.errors import KvError
 
 __all__ = [
     "BYTES_TAG",
+    "DB_PAGE_TAG",
     "INTERNAL_TAG",
     "MAX_BATCH_KEYS",
     "MAX_KEY_SIZE",
@@ -47,6 +48,10 @@ __all__ = [
 KvKey = str | bytes
 BYTES_TAG = b"b"
 STR_TAG = b"s"
+# The pages of the actor's SQL database (``c.db``) are KV records too, under a tag of
+# their own that no user key has, sorting after every user key: the user's lists and
+# ranges never reach them, and they ride in the commits and moves of the KV space.
+DB_PAGE_TAG = b"\xfe"
 # The engine's own records in an actor's KV space (a queue's rate windows): no user key
 # starts with it, and it sorts after every user key, so a listing of the user's keys
 # ends before it.

@@ -26,7 +26,7 @@ from perdure.registry import Registry
 from perdure.runtime import ActorRuntime, ManualClock
 from perdure.store import MemoryStore, SQLiteStore, Store
 from perdure.store.encoding import decode_value
-from perdure.store.kv import KvKey, decode_key, encode_key, prefix_end
+from perdure.store.kv import INTERNAL_TAG, KvKey, decode_key, encode_key, prefix_end
 from perdure.testing.errors import SettleTimeout, TimeTravelError
 from perdure.testing.settle import WatchedStore, settle
 
@@ -167,7 +167,9 @@ class ActorTestEnv:
         start with it (``None``: every key, ``bytes`` keys first); ``limit`` the first
         ones."""
         actor_id = actor if isinstance(actor, str) else await actor.resolve()
-        start, end = b"", None
+        # The user's keys: not the engine's records (INTERNAL_TAG) nor c.db's pages.
+        start: bytes = b""
+        end: bytes | None = INTERNAL_TAG
         if prefix is not None:
             start = encode_key(prefix)
             end = prefix_end(start)

@@ -818,6 +818,58 @@ await check("kv-range", "listTextRange is [start, end), reversible with a limit;
 	return keys(await kv.listText(""));
 });
 
+// ------------------------------- c.db: rivetkit's actor-db and actor-db-raw driver tests
+
+// dbActorRaw (tests/support/apps/db_raw.py) is those tests' fixture actor written with
+// perdure's c.db; these are their checks, in their words where they fit.
+
+await check("db-raw-tables", "actor-db-raw: creates and queries tables (made by onMigrate), one database per actor", async () => {
+	const first = client.dbActorRaw.getOrCreate([key("db-raw-1")]);
+	await first.insertValue("Alice");
+	await first.insertValue("Bob");
+	const values = await first.getValues();
+	assert.deepEqual(values.map((row: any) => row.value), ["Alice", "Bob"]);
+	await client.dbActorRaw.getOrCreate([key("db-raw-2")]).insertValue("X");
+	assert.equal(await client.dbActorRaw.getOrCreate([key("db-raw-1")]).getCount(), 2);
+	assert.equal(await client.dbActorRaw.getOrCreate([key("db-raw-2")]).getCount(), 1);
+	return values.length;
+});
+
+await check("db-raw-nul", "actor-db-raw: round-trips text containing an embedded nul byte", async () => {
+	const row = await client.dbActorRaw.getOrCreate([key("db-raw-nul")]).insertValueAndReadBack("a\0b");
+	assert.equal(row.value, "a\0b");
+	assert.equal(row.hex_value, "610062");
+	assert.equal(row.sqlite_length, 1);
+	return row.hex_value;
+});
+
+await check("db-crud", "actor-db: CRUD, raw SQL and multi-statement exec", async () => {
+	const db = client.dbActorRaw.getOrCreate([key("db-crud")]);
+	const first = await db.insertValue("alpha");
+	const second = await db.insertValue("beta");
+	await db.updateValue(first.id, "alpha-updated");
+	assert.equal(await db.getValue(first.id), "alpha-updated");
+	await db.deleteValue(second.id);
+	assert.equal(await db.getCount(), 1);
+	assert.equal(await db.multiStatementInsert("gamma"), "gamma-updated");
+	return await db.getCount();
+});
+
+await check("db-transactions", "actor-db: transactions commit, roll back, run FIFO and park ordinary SQL", async () => {
+	const db = client.dbActorRaw.getOrCreate([key("db-tx")]);
+	await db.transactionCommit("commit");
+	await db.transactionRollback("rollback");
+	assert.equal(await db.getCount(), 1);
+	assert.deepEqual(await db.transactionExec(), ["commit", "exec-first", "exec-second"]);
+	assert.deepEqual(await db.transactionAutomaticRollback(), [{ id: 2, value: "after" }]);
+	await db.reset();
+	const values = await db.concurrentTransactions();
+	assert.deepEqual(values.slice(0, 2), ["first-start", "first-end"]);
+	assert.deepEqual(values.slice(2).sort(), ["second", "third"]);
+	assert.equal(await db.manualTransactionCompatibility(), 1);
+	return values;
+});
+
 // ------------------------------- rivetkit's own driver tests (issue 34): their fixtures
 
 await check("queue-signal-next", "c.queue.next(signal=) rejects with actor.aborted (actor-queue)", async () => {

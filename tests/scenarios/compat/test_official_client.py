@@ -102,6 +102,12 @@ REQUIRED_CHECKS: dict[str, set[str]] = {
         "errors-bad-arguments",
     },
     "c.kv: rivetkit's actor-kv driver test (issue 31)": {"kv-text", "kv-array-buffer", "kv-range"},
+    "c.db: rivetkit's actor-db and actor-db-raw driver tests (issue 31)": {
+        "db-raw-tables",
+        "db-raw-nul",
+        "db-crud",
+        "db-transactions",
+    },
     "rivetkit's driver tests (issue 34, items 6, 7, 8, 10)": {
         "queue-signal-next",
         "queue-signal-iter",

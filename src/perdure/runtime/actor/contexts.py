@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from perdure.errors import (
     AccessForbidden,
     ArgumentError,
+    DbError,
     InternalError,
     PerdureError,
     StateNotEnabled,
@@ -26,6 +27,7 @@ from perdure.store.kv_api import Kv
 if TYPE_CHECKING:
     from perdure.handles import Client
     from perdure.runtime.actor.connections import Connection
+    from perdure.runtime.kernel.db_api import Database
     from perdure.runtime.queues.actor_queue import ActorQueue
     from perdure.runtime.queues.receiver import QueueReceiver
     from perdure.runtime.schedules.api import ActorCron, ActorSchedule
@@ -179,6 +181,22 @@ class ActorContext:
         ``list_range``. Reads see this actor's own writes; writes are durable with the
         next commit, atomically with the state (an action's, once it returns)."""
         return Kv(self._instance.core.kv)
+
+    @property
+    def db(self) -> Database:
+        """The actor's SQL database (``db=db(...)`` in its definition; docs/storage.md):
+        ``await c.db.execute(sql, *params)`` returns rows as dicts; ``c.db.transaction()``.
+        Writes are durable with the next commit, atomically with the state."""
+        from perdure.runtime.kernel.db_api import Database
+
+        db = self._instance.core.db
+        if db is None:
+            raise DbError(
+                "This actor has no SQL database: give it one with "
+                "actor(db=db(on_migrate=...), ...).",
+                code="not_configured",
+            )
+        return Database(db)
 
     async def save_state(self, *, immediate: bool = False) -> None:
         """Persist the state: ``immediate=True`` waits until it is durable."""

@@ -33,6 +33,7 @@ from perdure.runtime.actor.hooks import (
     await_action,
     before_action_response,
     call_hook,
+    migrate,
     run_create_hooks,
 )
 from perdure.runtime.actor.stopping import RawSockets, run_stop_sequence
@@ -223,11 +224,14 @@ class ActorInstance:
         if self.queue is not None:
             self.queue.leases.start()  # the alarm of leases and nack delays still to come
         await self.schedules.load()  # before on_create/on_wake, which may upsert jobs
-        if not self.record.initialized:
-            await self._create()
-        else:
+        is_new = not self.record.initialized
+        if not is_new:
             stored = None if self.record.state is None else decode_value(self.record.state)
             self.state = self.definition.load_state(stored)
+        await migrate(self.core, self.context, is_new)  # before any other hook
+        if is_new:  # the first start: create_state (or state), on_create
+            await run_create_hooks(self.definition, self.context, self.record.input)
+            self.commits.mark_initialized()
         if not self._claimed:
             self.commits.store_generation(self.generation)  # this commit stores it, unfenced
         await self.request_flush()
@@ -249,11 +253,6 @@ class ActorInstance:
         self.schedules.start()  # drains overdue jobs (after on_wake), then fires on time
         self.activity.maybe_sleep()
         self.expiry.started(wake_at)
-
-    async def _create(self) -> None:
-        """The first start: ``create_state`` (or ``state``) and ``on_create``."""
-        await run_create_hooks(self.definition, self.context, self.record.input)
-        self.commits.mark_initialized()
 
     def request_stop(self, reason: StopReason) -> None:
         """Ask for sleep or destroy; it happens in the background (after the caller returns)."""
@@ -292,7 +291,7 @@ class ActorInstance:
         try:
             await run_stop_sequence(self)
         finally:
-            self._mark_stopped()
+            await self._mark_stopped()
 
     async def crash(self) -> None:
         """Drop the instance without hooks or a final flush: after a failed write memory
@@ -303,11 +302,12 @@ class ActorInstance:
                 self.conns.pop(conn.id, None)
             await self.tasks.close(timeout=1.0)
         finally:
-            self._mark_stopped()
+            await self._mark_stopped()
 
-    def _mark_stopped(self) -> None:
+    async def _mark_stopped(self) -> None:
         self.status = "stopped"
         self.commits.close()
+        await self.core.close_db()
         stopped = self._stopped
         if stopped is not None and not stopped.done():
             stopped.set_result(None)

@@ -226,7 +226,8 @@ class ActorInspector:
         if await store.get_actor(actor_id) is None:
             raise ActorNotFound()
         start = b""
-        end: bytes | None = INTERNAL_TAG  # the user's keys, not the engine's
+        # The user's keys, not the engine's (INTERNAL_TAG) nor c.db's pages (after it).
+        end: bytes | None = INTERNAL_TAG
         if prefix is not None:
             start = encode_key(prefix)
             end = prefix_end(start)

@@ -426,6 +426,7 @@ class ActorRuntime:
         except BaseException as exc:
             instance.abort.fire()
             await instance.tasks.close(timeout=1)
+            await instance.core.close_db()
             await self._release(instance)
             if isinstance(exc, Exception) and not isinstance(exc, PerdureError):
                 # A failing hook (create_state, on_wake …) is an internal error for the
