@@ -219,6 +219,33 @@ async def test_a_node_that_cannot_renew_stops_trusting_its_leases(nodes: Nodes) 
     assert lease.node_id == "a"
 
 
+async def test_a_connection_gets_no_stale_answer_once_the_lease_is_not_trusted(
+    nodes: Nodes,
+) -> None:
+    """A node resumed after a pause past its lease may read a request from an open socket
+    before its watchdog has dropped the actor; by then another node may own it. The
+    socket's call must not be answered from memory (a read commits nothing, so no fence
+    would refuse it): it is refused, and the actor given up."""
+    a, b = nodes["a"], nodes["b"]
+    handle = a.client().counter.get_or_create(["paused-socket"])
+    await handle.add(1)
+    conn = await handle.connect()
+    actor_id = conn.actor_id
+    assert actor_id is not None
+    assert a.cluster is not None
+    for task in a.cluster._tasks:  # a is "paused": no heartbeat, no watchdog yet
+        task.cancel()
+    a.cluster._node_trusted_until = 0.0
+    a.cluster._held[actor_id].trusted_until = 0.0
+    await b.store.acquire_lease(actor_id, "b", 60_000, now=2**50)  # b took it over
+    assert await b.dispatch.ref(actor_id).call("add", [5]) == 6
+    with pytest.raises(PerdureError) as refused:
+        await conn.get()  # the old code answered 1, from a's memory
+    assert refused.value.code == "unavailable"
+    assert not a.is_live(actor_id)
+    assert await b.dispatch.ref(actor_id).call("get", []) == 6
+
+
 async def test_drain_hands_the_actors_over_at_once(nodes: Nodes) -> None:
     a, b = nodes["a"], nodes["b"]
     await a.client().counter.get_or_create(["d"]).add(4)

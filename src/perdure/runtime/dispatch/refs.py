@@ -8,9 +8,10 @@ live instance.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from perdure.errors import ActorNotFound, InvalidRequest
+from perdure.errors import ActorNotFound, ActorUnavailable, InvalidRequest
 from perdure.runtime.actor.contexts import check_access
 from perdure.runtime.actor.operations import (
     DESTROY,
@@ -137,7 +138,8 @@ class ActorRef:
         if placement is not None and self._runtime.live_instance(self.actor_id) is None:
             return await placement.connect(self.actor_id, params, transport)
         instance = await self._instance()
-        return ConnectionRef(instance, await instance.connect(params, transport))
+        trusted = None if placement is None else placement.trusts
+        return ConnectionRef(instance, await instance.connect(params, transport), trusted)
 
     async def workflow_status(self) -> dict[str, Any]:
         """``{status, error, output}`` of the actor's workflow (waking it)."""
@@ -216,13 +218,23 @@ class ActorRef:
 
 
 class ConnectionRef:
-    """One open connection to an actor, as its holder (a socket, a local client) sees it."""
+    """One open connection to an actor, as its holder (a socket, a local client) sees it.
 
-    __slots__ = ("_conn", "_instance", "identity")
+    ``trusted(actor_id)`` (on a cluster node) says whether the node still trusts its lease
+    on the actor: an action called over the connection is refused when it does not.
+    """
 
-    def __init__(self, instance: ActorInstance, conn: Connection) -> None:
+    __slots__ = ("_conn", "_instance", "_trusted", "identity")
+
+    def __init__(
+        self,
+        instance: ActorInstance,
+        conn: Connection,
+        trusted: Callable[[str], bool] | None = None,
+    ) -> None:
         self._instance = instance
         self._conn = conn
+        self._trusted = trusted
         self.identity = instance.identity
 
     @property
@@ -281,7 +293,21 @@ class ConnectionRef:
         return len(self._conn.subscriptions)
 
     async def call(self, action: str, args: list[Any]) -> Any:
-        """Call an action over this connection (the action sees it as ``c.conn``)."""
+        """Call an action over this connection (the action sees it as ``c.conn``).
+
+        A request on a socket reaches the instance without the placement's look-up, so
+        the lease is checked here: a node resumed after a pause past its lease (or cut
+        off from the store) may read a queued request before its watchdog has dropped
+        the actor, and another node may own it by then. Answering from this instance's
+        memory could be stale (a read commits nothing for the fence to refuse), so the
+        call is refused, and the check gives the actor up, which closes the connection
+        (the client reconnects, to the new owner)."""
+        trusted = self._trusted
+        if trusted is not None and not trusted(self._instance.actor_id):
+            raise ActorUnavailable(
+                f"This node no longer holds actor `{self._instance.actor_id}`; reconnect.",
+                metadata={"actor_id": self._instance.actor_id},
+            )
         return await self._instance.call_action(action, args, self._conn)
 
     async def close(self) -> None:
