@@ -47,25 +47,30 @@ FAILED = (TransportError, ActorError, TimeoutError)
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[Cluster]:
-    """Three nodes, TTL 1 s; node 0 reaches PostgreSQL through a TCP proxy the test
-    controls (``cluster.proxy``)."""
-    proxy = TcpProxy(urlsplit(POSTGRES_URL).hostname or "127.0.0.1", 5432).start()
+    """Three nodes, TTL 1 s, each reaching PostgreSQL through a TCP proxy of its own that
+    the test controls (``cluster.proxies``)."""
+    target = urlsplit(POSTGRES_URL)
     cluster = Cluster(REGISTRY, 3, base_dir=tmp_path, lease_ttl=TTL)
-    proxied = urlsplit(POSTGRES_URL)._replace(netloc=f"postgres@127.0.0.1:{proxy.port}")
-    cluster.nodes[0] = ClusterNode(
-        REGISTRY,
-        tmp_path / "node-0",
-        store=store_url(cluster.schema, proxied.geturl()),
-        node_id="node-0",
-        lease_ttl=TTL,
-        extra_args=["--store-timeout", "2"],
-    )
-    cluster.proxy = proxy  # type: ignore[attr-defined]
+    proxies: list[TcpProxy] = []
     try:
+        for index in range(3):
+            proxy = TcpProxy(target.hostname or "127.0.0.1", target.port or 5432).start()
+            proxies.append(proxy)
+            proxied = target._replace(netloc=f"{target.username}@127.0.0.1:{proxy.port}")
+            cluster.nodes[index] = ClusterNode(
+                REGISTRY,
+                tmp_path / f"node-{index}",
+                store=store_url(cluster.schema, proxied.geturl()),
+                node_id=f"node-{index}",
+                lease_ttl=TTL,
+                extra_args=["--store-timeout", "2"],
+            )
+        cluster.proxies = proxies  # type: ignore[attr-defined]
         yield cluster.start()
     finally:
         cluster.stop()
-        proxy.close()
+        for proxy in proxies:
+            proxy.close()
 
 
 class Workload:
@@ -267,7 +272,7 @@ async def test_an_owner_cut_off_from_postgresql_stops_serving_and_rejoins(
     reads from memory only while it trusts its lease, which ends before another node
     may take the actor), another node takes the actor over, and when the link returns
     node 0 is a live node again and its socket is served through it."""
-    proxy: TcpProxy = cluster.proxy  # type: ignore[attr-defined]
+    proxy: TcpProxy = cluster.proxies[0]  # type: ignore[attr-defined]
     marks: dict[str, float] = {}
 
     async def cut_off(workload: Workload) -> None:
@@ -293,3 +298,52 @@ async def test_an_owner_cut_off_from_postgresql_stops_serving_and_rejoins(
 
 async def live_nodes(cluster: Cluster) -> list[dict[str, Any]]:
     return await asyncio.to_thread(cluster.live_nodes)
+
+
+SOAK_FAULTS = 12
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+async def test_the_history_stays_linearizable_through_pauses_kills_and_cut_offs(
+    cluster: Cluster,
+) -> None:
+    """The soak (about a minute): SOAK_FAULTS faults in turn on whichever node answers
+    for the actor: SIGSTOP for 2 × TTL, kill -9 then restart, and its link to PostgreSQL
+    cut for 2 × TTL; 1.5 s of load between faults. The actor moves back and forth, so
+    only the linearizability check applies (not owners())."""
+    proxies: list[TcpProxy] = cluster.proxies  # type: ignore[attr-defined]
+    done: list[str] = []
+
+    def holder(workload: Workload) -> ClusterNode:
+        recent = [op for op in workload.history.ops if op.ok][-50:]
+        pids = {op.answered_by for op in recent}
+        for node in cluster.nodes:
+            if node.running and node.pid in pids:
+                return node
+        return cluster.nodes[0]
+
+    async def faults(workload: Workload) -> None:
+        for index in range(SOAK_FAULTS):
+            await asyncio.sleep(1.5)
+            node = holder(workload)
+            kind = ("pause", "kill", "cut")[index % 3]
+            if kind == "pause":
+                await for_two_ttls(workload, False, node.pause, node.resume)
+            elif kind == "cut":
+                proxy = proxies[cluster.nodes.index(node)]
+                await for_two_ttls(workload, False, proxy.stall, proxy.resume)
+            else:
+                await asyncio.to_thread(node.kill)
+                await asyncio.sleep(2 * TTL)
+                await asyncio.to_thread(node.restart)
+            done.append(f"{kind} {node.node_id}")
+        await asyncio.sleep(1.5)
+
+    workload, log = await run_with(cluster, faults)
+    summary = workload.history.summary()
+    problems = check(workload.history, log)
+    assert problems == [], f"{problems} {summary} after {done}"
+    assert len(done) == SOAK_FAULTS
+    assert summary["writes_ok"] > 1000, summary
+    print(f"soak: {done}; {summary}; {len(log)} writes applied")
