@@ -271,6 +271,30 @@ async def test_an_alarm_of_a_drained_node_fires_once_on_another(nodes: Nodes) ->
     assert b.is_live(summary.actor_id)
 
 
+async def test_an_alarm_of_an_actor_held_by_a_live_node_is_left_to_it(nodes: Nodes) -> None:
+    """b's alarm scheduler sees the due alarm of an actor awake on a, and leaves it to a
+    (whose own timer fires it) without trying to take it: taking it is a write in b's
+    writer that locks the actor's row and waits for a's commits on it, holding up every
+    commit of b queued behind it (the cluster's p99 stall). The old code tried."""
+    a, b = nodes["a"], nodes["b"]
+    FIRES.clear()
+    taken_by_b: list[str] = []
+    acquire = b.store.acquire_lease
+
+    async def counting(actor_id: str, node_id: str, *args: Any, **kwargs: Any) -> Any:
+        if node_id == "b":
+            taken_by_b.append(actor_id)
+        return await acquire(actor_id, node_id, *args, **kwargs)
+
+    b.store.acquire_lease = counting  # type: ignore[method-assign]
+    handle = a.client().counter.get_or_create(["held-alarm"])
+    await handle.arm(1.2)  # past b's next look at the store (once a second at least)
+    actor_id = await handle.resolve()
+    await _until(lambda: FIRES.count(actor_id) >= 1)
+    assert taken_by_b == []
+    assert a.is_live(actor_id)
+
+
 async def _until(condition: Callable[[], bool], timeout: float = 5.0) -> None:
     async with asyncio.timeout(timeout):
         while not condition():

@@ -496,8 +496,21 @@ class ActorRuntime:
         """Wake an actor because its alarm is due (the workflow/schedules take over).
 
         Returns ``None``, or, when another node holds the actor (its timers are that
-        node's), when its lease runs out (epoch ms): no point trying before then.
+        node's), when to look again (epoch ms): no point trying before then.
+
+        In a cluster the lease is read first (a plain read): an actor held by another
+        live node is left to it without trying to take it. Taking it is a write in this
+        node's writer that locks the actor's row, so it waits for the owner's commit in
+        progress on that row, and every commit of this node queued behind it waits too:
+        with every node trying each awake actor's due alarm once per TTL, that stalled
+        sends for 1-2 s at p99 (bench/README.md, "The p99 stall").
         """
+        cluster = self.cluster
+        if cluster is not None:
+            lease = await self.store.get_lease(actor_id)
+            held_by = None if lease is None else lease.node_id
+            if held_by is not None and held_by != cluster.node_id and cluster.listed(held_by):
+                return self.clock.now_ms() + cluster.config.heartbeat_ms
         try:
             await self.instance(actor_id)
         except (ActorNotFound, ActorStopping):
