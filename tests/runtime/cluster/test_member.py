@@ -246,6 +246,23 @@ async def test_a_connection_gets_no_stale_answer_once_the_lease_is_not_trusted(
     assert await b.dispatch.ref(actor_id).call("get", []) == 6
 
 
+async def test_a_key_destroyed_on_one_node_is_created_afresh_through_another(
+    nodes: Nodes,
+) -> None:
+    """b remembers the key's id (no store read per request); a destroys the actor; the
+    next getOrCreate through b creates a new actor instead of answering not_found."""
+    a, b = nodes["a"], nodes["b"]
+    assert await a.client().counter.get_or_create(["doomed"]).add(1) == 1  # lives on a
+    assert await b.client().counter.get_or_create(["doomed"]).add(1) == 2  # forwarded
+    first = await b.client().counter.get_or_create(["doomed"]).resolve()
+    assert b.remembers("counter", ["doomed"])
+    await a.dispatch.ref(first).destroy()
+    assert await b.client().counter.get_or_create(["doomed"]).add(5) == 5
+    second = await b.client().counter.get_or_create(["doomed"]).resolve()
+    assert second != first
+    assert await a.client().counter.get_or_create(["doomed"]).add(1) == 6
+
+
 async def test_drain_hands_the_actors_over_at_once(nodes: Nodes) -> None:
     a, b = nodes["a"], nodes["b"]
     await a.client().counter.get_or_create(["d"]).add(4)

@@ -8,10 +8,10 @@ live instance.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from perdure.errors import ActorNotFound, ActorUnavailable, InvalidRequest
+from perdure.errors import ActorNotFound, ActorUnavailable, InvalidRequest, PerdureError
 from perdure.runtime.actor.contexts import check_access
 from perdure.runtime.actor.operations import (
     DESTROY,
@@ -40,6 +40,8 @@ if TYPE_CHECKING:
 
 __all__ = ["ActorRef", "ConnectionRef", "check_subscription"]
 
+T = TypeVar("T")
+
 
 class ActorRef:
     """One actor, by id. Each request finds (or wakes) its live instance.
@@ -51,19 +53,54 @@ class ActorRef:
     forwarding the operation to that node (:mod:`perdure.runtime.dispatch.placement`).
     """
 
-    __slots__ = ("_forwarded", "_runtime", "actor_id", "identity")
+    __slots__ = ("_forwarded", "_refind", "_runtime", "actor_id", "identity")
 
-    def __init__(self, runtime: DispatchHost, actor_id: str, forwarded: bool = False) -> None:
+    def __init__(
+        self,
+        runtime: DispatchHost,
+        actor_id: str,
+        forwarded: bool = False,
+        *,
+        refind: Callable[[], Awaitable[str]] | None = None,
+    ) -> None:
+        """``refind``: for a ref whose id came from the runtime's memory of keys, looks
+        the key up afresh. Its actor may have been destroyed since (by another node,
+        say): if the first request finds no actor, it asks for the key's actor now (a
+        getOrCreate creates it). Once a request has found the actor, the ref names
+        that actor only (a destroyed actor's ref then answers ``actor.not_found``)."""
         self._runtime = runtime
         self.actor_id = actor_id
         self.identity: ActorIdentity | None = None
         self._forwarded = forwarded
+        self._refind = refind
 
     async def _route(
         self, operation: Forwardable, params: Any = NO_CONNECTION
     ) -> tuple[ActorInstance | None, Any]:
         """``(instance, None)`` to serve here, or ``(None, result)`` from the node that
-        owns the actor."""
+        owns the actor (looking the key up again, once, if the actor is gone)."""
+        return await self._again_if_gone(lambda: self._route_once(operation, params))
+
+    async def _again_if_gone(self, attempt: Callable[[], Awaitable[T]]) -> T:
+        """``attempt()``; once more, for the key's actor now, if the actor was not found
+        and the ref was resolved by key (see ``refind``)."""
+        refind = self._refind
+        if refind is None:
+            return await attempt()
+        try:
+            result = await attempt()
+        except PerdureError as exc:
+            self._refind = None
+            if not _not_found(exc):
+                raise
+            self.actor_id = await refind()
+            return await attempt()
+        self._refind = None  # found: from now on the ref names this actor, as any other
+        return result
+
+    async def _route_once(
+        self, operation: Forwardable, params: Any
+    ) -> tuple[ActorInstance | None, Any]:
         instance = self._runtime.live_instance(self.actor_id)
         if instance is None:
             placement = self._runtime.placement
@@ -134,6 +171,9 @@ class ActorRef:
         ``on_connect``); events reach the client through ``transport``. In a cluster,
         a connection to an actor on another node is opened there (for an in-process
         caller; the server pipes a client's socket instead, see ``remote_owner``)."""
+        return await self._again_if_gone(lambda: self._connect(params, transport))
+
+    async def _connect(self, params: Any, transport: Transport) -> ConnectionRef | RemoteConnection:
         placement = self._runtime.placement
         if placement is not None and self._runtime.live_instance(self.actor_id) is None:
             return await placement.connect(self.actor_id, params, transport)
@@ -181,7 +221,9 @@ class ActorRef:
         placement = self._runtime.placement
         if placement is None or self._runtime.live_instance(self.actor_id) is not None:
             return None
-        target = await placement.locate(self.actor_id, forwarded=self._forwarded)
+        target = await self._again_if_gone(
+            lambda: placement.locate(self.actor_id, forwarded=self._forwarded)
+        )
         return target if isinstance(target, PeerNode) else None
 
     async def raw(
@@ -313,6 +355,11 @@ class ConnectionRef:
     async def close(self) -> None:
         """Forget the connection and run ``on_disconnect`` (once, however often called)."""
         await self._instance.disconnect(self._conn)
+
+
+def _not_found(error: PerdureError) -> bool:
+    """``actor.not_found``, raised here or answered by another node."""
+    return error.group == "actor" and error.code == "not_found"
 
 
 def check_subscription(definition: ActorDefinition, event: str) -> None:
