@@ -2,10 +2,13 @@
 
 The seed's progress workload runs with its sends spread over all three nodes and a
 subscriber on one of them, while each node in turn is killed with SIGKILL and started
-again. Job ``i`` carries ``8**i``, so the final ``sum`` says how many times each job was
-applied (one base-8 digit per job), as in ``tests/scenarios/crash``. Sends whose outcome is
-unknown (their node died, or the owner stopped answering) are re-sent afterwards only if
-their job is missing from the sum.
+again; beside it two plain-protocol subscribers (JSON, no resume, as the official client
+speaks), one moving to the next node whenever its socket closes and one staying on a
+node that lives through the owner's death, must see no event twice and none out of order
+(issue 33's done-when). Job ``i`` carries ``8**i``, so the final ``sum`` says how many
+times each job was applied (one base-8 digit per job), as in ``tests/scenarios/crash``.
+Sends whose outcome is unknown (their node died, or the owner stopped answering) are
+re-sent afterwards only if their job is missing from the sum.
 
 Beside it: a paused owner fenced, alarms and delayed sends of a killed node taken once
 by a survivor when due, keyed sends retried after the owner's kill applied once.
@@ -29,6 +32,7 @@ from perdure.client import ActorError, AsyncActorHandle, AsyncClient, TransportE
 from tests.support.admin_api import actor_details
 from tests.support.cluster import Balancer, Cluster, ClusterNode
 from tests.support.lost_answers import LoseAnswerAfter
+from tests.support.plain_subscriber import PlainSubscriber
 from tests.support.postgres import control_local_postgres, require_local_postgres, wait_postgres
 from tests.support.progress import drained
 from tests.support.server import ServerProcess
@@ -121,6 +125,31 @@ async def test_three_nodes_survive_each_node_killed_in_turn(
             "progressUpdated", lambda p: events.append((p["stage"], p["completed"], p["total"]))
         )
         await conn.wait_open(timeout=20)
+        # Plain-protocol subscribers (JSON, no resume, as the official client speaks):
+        # one moves to the next node whenever its socket closes, one stays on node 3
+        # (killed last: it lives through the owner's death and the actor's move) and
+        # leaves it only when it is dead.
+        urls = [node.url for node in nodes]
+        plain = {
+            "moving": PlainSubscriber(
+                urls,
+                "progressActor",
+                "cluster",
+                "progressUpdated",
+                lambda index, failed: (index + 1) % 3,
+                start=0,
+            ),
+            "staying": PlainSubscriber(
+                urls,
+                "progressActor",
+                "cluster",
+                "progressUpdated",
+                lambda index, failed: (index + 1) % 3 if failed else index,
+                start=2,
+            ),
+        }
+        for subscriber in plain.values():
+            await subscriber.start().wait_open()
 
         jobs = list(range(JOBS))
         codes: list[str] = []  # the codes of errors answered to sends
@@ -166,6 +195,8 @@ async def test_three_nodes_survive_each_node_killed_in_turn(
             await handles[job % 3].send("jobs", {"value": BASE**job})
         state = await drained(handles, timeout=90, retry_on=NODE_ERRORS)
         await conn.dispose()
+        for subscriber in plain.values():
+            await subscriber.stop()
     finally:
         for client in clients:
             await client.__aexit__(None, None, None)
@@ -186,6 +217,18 @@ async def test_three_nodes_survive_each_node_killed_in_turn(
     assert len(repeated) <= 3, f"{repeated} ({context})"  # at most one step per kill
     assert len(events) == len(set(events)), f"an event was delivered twice ({context})"
     assert len(events) >= JOBS // 2, f"only {len(events)} events ({context})"
+    for name, subscriber in plain.items():
+        # (total, completed) grows with every event the actor emits: strictly increasing
+        # means each event at most once, in order (a plain client misses those emitted
+        # while it reconnects).
+        seen = [(args[0]["total"], args[0]["completed"]) for args in subscriber.events]
+        twice = len(seen) - len(set(seen))
+        assert twice == 0, f"{name}: {twice} of {len(seen)} events twice ({context})"
+        assert seen == sorted(seen), f"{name}: events out of order ({context})"
+        assert len(seen) >= JOBS // 2, f"{name}: only {len(seen)} events ({context})"
+        assert len(subscriber.opened) >= 2, f"{name} never reconnected ({context})"
+    for name, subscriber in plain.items():
+        print(f"{name}: {len(subscriber.events)} events, sockets on nodes {subscriber.opened}")
 
 
 async def test_a_paused_owner_is_fenced_and_drops_the_actor(start_cluster: StartCluster) -> None:
