@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -14,6 +15,7 @@ import pytest
 from perdure import ActionContext, ActorRuntime, Registry, actor, setup
 from perdure.errors import PerdureError
 from perdure.keys import Key
+from perdure.runtime.actor.operations import ActorAddress
 from perdure.store import ActorRecord, MemoryStore
 
 
@@ -124,3 +126,21 @@ async def test_a_key_whose_actor_was_destroyed_elsewhere_is_looked_up_again(
     assert not runtime.remembers("counter", "for-get")  # the read replaced the memory
     with pytest.raises(PerdureError):
         await old.increment()  # bound to the destroyed actor
+
+
+async def test_a_get_first_resolution_ends_in_the_keys_actor_when_memory_is_stale(
+    counters: Counters,
+) -> None:
+    """The gateway with a creation gate asks ``get`` first (creating nothing), passing
+    its getOrCreate as ``then``: when the remembered id's actor is gone, the request
+    goes on with the key's actor now, created."""
+    runtime, store = counters
+    await runtime.client().counter.get_or_create("gated").increment()
+    first = await runtime.client().counter.get_or_create("gated").resolve()
+    await runtime.sleep_actor(first)
+    await store.delete_actor(first)  # behind the runtime's back
+    get_or_create = ActorAddress(name="counter", key=("gated",), method="getOrCreate")
+    ref = await runtime.dispatch.resolve(replace(get_or_create, method="get"), then=get_or_create)
+    assert ref.actor_id == first  # remembered
+    assert await ref.call("increment", []) == 1
+    assert ref.actor_id != first

@@ -98,8 +98,13 @@ class ActorDispatch:
             op.queue, body, op.wait, op.timeout, True, op.delay, op.at, op.idempotency_key
         )
 
-    async def resolve(self, address: ActorAddress) -> ActorRef:
-        """The ref of the actor ``address`` names (creating it for getOrCreate/create)."""
+    async def resolve(self, address: ActorAddress, *, then: ActorAddress | None = None) -> ActorRef:
+        """The ref of the actor ``address`` names (creating it for getOrCreate/create).
+
+        ``then``: the address to look up if the id came from the runtime's memory of
+        keys and its actor is found destroyed (default ``address``): a gateway that
+        asks ``get`` first, to call a creation gate only when it must create, passes its
+        getOrCreate here, so that a stale memory still ends in the key's actor."""
         if address.actor_id is not None:
             return ActorRef(self._runtime, address.actor_id)
         runtime = self._runtime
@@ -108,6 +113,8 @@ class ActorDispatch:
         actor_id = await runtime.resolve(name, key, method, input)
         if not remembered:
             return ActorRef(runtime, actor_id)
+        if then is not None:
+            method, input = then.method, then.input
 
         async def refind() -> str:
             return await runtime.resolve(name, key, method, input, fresh=True)
