@@ -210,7 +210,9 @@ def owners(history: History, log: list[int]) -> list[str]:
     """Every request answered by an owner after a *later* owner (in log order) had
     answered a request, where the first request was sent after that answer: what a
     client would see as two owners answering. Empty when each owner's answers end
-    before the next owner's begin (for requests sent after them)."""
+    before the next owner's begin (for requests sent after them). It assumes each owner
+    (``answered_by``) held the actor once: a run in which the actor moves back to a node
+    it left is reported as interleaved owners (use :func:`check` alone there)."""
     position = {token: index for index, token in enumerate(log)}
     order: list[Any] = []  # who answered writes, in log order
     for op in sorted(
