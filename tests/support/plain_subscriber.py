@@ -1,4 +1,7 @@
-"""A subscriber that speaks the plain RivetKit protocol (JSON, as the official client
+"""Subscribers as other clients than perdure's: the official RivetKit client, and one that
+speaks the plain RivetKit protocol by hand.
+
+:class:`PlainSubscriber` speaks the plain RivetKit protocol (JSON, as the official client
 does), with no resume: it opens ``/gateway/NAME/connect``, waits for ``Init``, asks for
 one event and keeps every ``Event`` frame's arguments. When its socket closes (its node
 died, or the actor moved and the node closed it) it opens a new one on the node its
@@ -11,6 +14,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import subprocess
+import threading
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlencode
@@ -18,7 +23,7 @@ from urllib.parse import urlencode
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake
 
-__all__ = ["PlainSubscriber"]
+__all__ = ["OfficialSubscriber", "PlainSubscriber"]
 
 OPEN_TIMEOUT = 5.0
 RETRY_PAUSE = 0.1
@@ -88,3 +93,76 @@ class PlainSubscriber:
                 body = json.loads(raw)["body"]
                 if body.get("tag") == "Event" and body["val"]["name"] == self.event:
                     self.events.append(body["val"]["args"])
+
+
+class OfficialSubscriber:
+    """The official RivetKit client (``rivetkit/client``, JSON) following ``event`` of
+    actor ``name``/``key`` through the node at ``url``, in a ``node`` process
+    (``tests/scenarios/cluster/subscriber.mts``); it reconnects by itself, to that node.
+    Skipped (failed in CI) without Node.js and the compat suite's packages."""
+
+    def __init__(self, url: str, name: str, key: str, event: str) -> None:
+        from tests.scenarios.compat.runner import COMPAT_DIR, node_env, node_or_skip
+
+        self.command = [
+            node_or_skip(),
+            "--import",
+            "tsx",
+            "../cluster/subscriber.mts",
+            url,
+            name,
+            key,
+            event,
+        ]
+        self.cwd = COMPAT_DIR
+        self.env = node_env()
+        self.events: list[Any] = []
+        self.statuses: list[str] = []
+        self.ready = threading.Event()
+        self.process: subprocess.Popen[str] | None = None
+        self._reader: threading.Thread | None = None
+
+    def start(self, timeout: float = 30.0) -> OfficialSubscriber:
+        """Start it and wait (bounded) until its connection is open."""
+        self.process = subprocess.Popen(
+            self.command,
+            cwd=self.cwd,
+            env=self.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+        if not self.ready.wait(timeout):
+            self.stop()
+            raise AssertionError(f"the official client did not connect in {timeout} s")
+        return self
+
+    def stop(self) -> None:
+        """SIGTERM (then SIGKILL), and wait for its output to end."""
+        process = self.process
+        if process is not None and process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(10)
+        if self._reader is not None:
+            self._reader.join(10)
+        if process is not None and process.stdout is not None:
+            process.stdout.close()
+
+    def _read(self) -> None:
+        assert self.process is not None
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            with contextlib.suppress(ValueError):
+                message = json.loads(line)
+                if "event" in message:
+                    self.events.append(message["event"])
+                elif "status" in message:
+                    self.statuses.append(message["status"])
+                elif message.get("ready"):
+                    self.ready.set()

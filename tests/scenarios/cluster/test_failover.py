@@ -32,7 +32,7 @@ from perdure.client import ActorError, AsyncActorHandle, AsyncClient, TransportE
 from tests.support.admin_api import actor_details
 from tests.support.cluster import Balancer, Cluster, ClusterNode
 from tests.support.lost_answers import LoseAnswerAfter
-from tests.support.plain_subscriber import PlainSubscriber
+from tests.support.plain_subscriber import OfficialSubscriber, PlainSubscriber
 from tests.support.postgres import control_local_postgres, require_local_postgres, wait_postgres
 from tests.support.progress import drained
 from tests.support.server import ServerProcess
@@ -104,9 +104,19 @@ def side_effect_runs(path: Path) -> Counter[int]:
     return runs
 
 
+@pytest.mark.parametrize(
+    "with_official",
+    [False, pytest.param(True, marks=pytest.mark.slow)],
+    ids=["plain", "official"],
+)
 async def test_three_nodes_survive_each_node_killed_in_turn(
-    tmp_path: Path, start_cluster: StartCluster
+    tmp_path: Path, start_cluster: StartCluster, with_official: bool
 ) -> None:
+    """``with_official`` (a slow run: a ``node`` process more on two cores): the official
+    RivetKit client follows the events through node 3 as well, and must see none twice
+    or out of order. Its CPU slows the actor, so senders may meet the queue's limit
+    (``queue.full``: refused, nothing stored; the job is sent again at the end like an
+    unknown one)."""
     nodes = await asyncio.to_thread(start_cluster)
     seed = int(os.environ.get("PERDURE_CRASH_SEED") or random.randrange(1 << 30))
     rng = random.Random(seed)
@@ -150,6 +160,11 @@ async def test_three_nodes_survive_each_node_killed_in_turn(
         }
         for subscriber in plain.values():
             await subscriber.start().wait_open()
+        # The official client through node 3 too (it reconnects there by itself).
+        official = None
+        if with_official:
+            official = OfficialSubscriber(urls[2], "progressActor", "cluster", "progressUpdated")
+            await asyncio.to_thread(official.start)
 
         jobs = list(range(JOBS))
         codes: list[str] = []  # the codes of errors answered to sends
@@ -197,6 +212,8 @@ async def test_three_nodes_survive_each_node_killed_in_turn(
         await conn.dispose()
         for subscriber in plain.values():
             await subscriber.stop()
+        if official is not None:
+            await asyncio.to_thread(official.stop)
     finally:
         for client in clients:
             await client.__aexit__(None, None, None)
@@ -204,7 +221,8 @@ async def test_three_nodes_survive_each_node_killed_in_turn(
             node.kill()
 
     context = f"seed={seed} kills={kill_points} unknown={len(unknown)} takeovers={takeovers}"
-    assert set(codes) <= _UNKNOWN, f"a send failed for another reason: {Counter(codes)}"
+    allowed = _UNKNOWN | ({"full"} if with_official else set())
+    assert set(codes) <= allowed, f"a send failed for another reason: {Counter(codes)}"
     counts = digits(state["sum"])
     assert counts == [1] * JOBS, f"jobs applied other than once ({context})"
     assert state["progress"] == {"stage": "completed", "completed": JOBS, "total": JOBS}
@@ -217,18 +235,28 @@ async def test_three_nodes_survive_each_node_killed_in_turn(
     assert len(repeated) <= 3, f"{repeated} ({context})"  # at most one step per kill
     assert len(events) == len(set(events)), f"an event was delivered twice ({context})"
     assert len(events) >= JOBS // 2, f"only {len(events)} events ({context})"
-    for name, subscriber in plain.items():
+    received = {name: subscriber.events for name, subscriber in plain.items()}
+    if official is not None:
+        received["official"] = official.events
+    for name, got in received.items():
         # (total, completed) grows with every event the actor emits: strictly increasing
         # means each event at most once, in order (a plain client misses those emitted
         # while it reconnects).
-        seen = [(args[0]["total"], args[0]["completed"]) for args in subscriber.events]
+        seen = [(args[0]["total"], args[0]["completed"]) for args in got]
         twice = len(seen) - len(set(seen))
         assert twice == 0, f"{name}: {twice} of {len(seen)} events twice ({context})"
         assert seen == sorted(seen), f"{name}: events out of order ({context})"
-        assert len(seen) >= JOBS // 2, f"{name}: only {len(seen)} events ({context})"
-        assert len(subscriber.opened) >= 2, f"{name} never reconnected ({context})"
     for name, subscriber in plain.items():
         print(f"{name}: {len(subscriber.events)} events, sockets on nodes {subscriber.opened}")
+        assert len(subscriber.events) >= JOBS // 2, f"{name}: too few events ({context})"
+        assert len(subscriber.opened) >= 2, f"{name} never reconnected ({context})"
+    if official is not None:
+        # Not asserted: that it reconnects. rivetkit's client gave up (status idle or
+        # disconnected) after the owner's death closed its socket on node 3 in some runs
+        # here, and after node 3's own death in the others; what it received until then
+        # is checked above.
+        print(f"official: {len(official.events)} events, statuses {official.statuses}")
+        assert official.events, "the official client received no event"
 
 
 async def test_a_paused_owner_is_fenced_and_drops_the_actor(start_cluster: StartCluster) -> None:
