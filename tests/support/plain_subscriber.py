@@ -118,6 +118,7 @@ class OfficialSubscriber:
         self.env = node_env()
         self.events: list[Any] = []
         self.statuses: list[str] = []
+        self.errors: list[str] = []
         self.ready = threading.Event()
         self.process: subprocess.Popen[str] | None = None
         self._reader: threading.Thread | None = None
@@ -164,5 +165,7 @@ class OfficialSubscriber:
                     self.events.append(message["event"])
                 elif "status" in message:
                     self.statuses.append(message["status"])
+                elif "error" in message:
+                    self.errors.append(message["error"])
                 elif message.get("ready"):
                     self.ready.set()

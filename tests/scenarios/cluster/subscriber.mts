@@ -35,6 +35,9 @@ const { createClient } = await importFromCompat("rivetkit", "./client");
 const client: any = createClient({ endpoint, encoding: "json" });
 const conn = client[actor].getOrCreate([key]).connect();
 conn.on(event, (...args: unknown[]) => console.log(JSON.stringify({ event: args })));
+conn.onError((error: any) =>
+	console.log(JSON.stringify({ error: `${error?.group ?? ""}.${error?.code ?? ""} ${error?.message ?? error}` })),
+);
 let status = "";
 setInterval(() => {
 	if (conn.connStatus !== status) {

@@ -17,6 +17,7 @@ by a survivor when due, keyed sends retried after the owner's kill applied once.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import random
 import signal
@@ -27,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import websockets.asyncio.client
 
 from perdure.client import ActorError, AsyncActorHandle, AsyncClient, TransportError, create_client
 from tests.support.admin_api import actor_details
@@ -255,7 +257,10 @@ async def test_three_nodes_survive_each_node_killed_in_turn(
         # disconnected) after the owner's death closed its socket on node 3 in some runs
         # here, and after node 3's own death in the others; what it received until then
         # is checked above.
-        print(f"official: {len(official.events)} events, statuses {official.statuses}")
+        print(
+            f"official: {len(official.events)} events, statuses {official.statuses}, "
+            f"errors {official.errors}"
+        )
         assert official.events, "the official client received no event"
 
 
@@ -541,3 +546,37 @@ async def _due_at(url: str, actor_id: str) -> int:
 async def _got(url: str, actor_id: str) -> list[dict[str, Any]]:
     got: list[dict[str, Any]] = (await actor_details(url, actor_id))["state"]["got"]
     return got
+
+
+async def test_a_socket_opened_through_a_survivor_just_after_the_owners_kill_waits_for_it(
+    start_cluster: StartCluster,
+) -> None:
+    """A socket opened through node 2 just after node 1, which holds the actor, was
+    killed: node 2 still lists node 1, so it tries to pipe the socket there and is
+    refused. It looks again, avoiding node 1, which waits for node 1's lease to lapse
+    and takes the actor over: the client gets Init, then events. The old code answered
+    an Error frame (actor.owner_unreachable), which the official client takes as final:
+    it stopped reconnecting."""
+    owner, survivor = await asyncio.to_thread(start_cluster, 2)
+    try:
+        async with create_client(owner.url) as on_owner:
+            await on_owner.progressActor.get_or_create(["piped"]).getState()  # on node 1
+        await asyncio.to_thread(owner.kill)
+        url = survivor.url.replace("http://", "ws://", 1) + (
+            "/gateway/progressActor/connect?rvt-method=getOrCreate&rvt-key=piped"
+        )
+        async with websockets.asyncio.client.connect(
+            url, subprotocols=["rivet", "rivet_encoding.json"], open_timeout=5
+        ) as ws:
+            first = json.loads(await asyncio.wait_for(ws.recv(), TTL + 10))["body"]
+            assert first["tag"] == "Init", first
+            request = {"eventName": "progressUpdated", "subscribe": True}
+            await ws.send(json.dumps({"body": {"tag": "SubscriptionRequest", "val": request}}))
+            async with create_client(survivor.url) as on_survivor:
+                await on_survivor.progressActor.get_or_create(["piped"]).send("jobs", {"value": 1})
+            event = json.loads(await asyncio.wait_for(ws.recv(), 10))["body"]
+    finally:
+        for node in (owner, survivor):
+            node.kill()
+    assert event["tag"] == "Event", event
+    assert event["val"]["name"] == "progressUpdated"

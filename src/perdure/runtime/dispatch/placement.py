@@ -168,9 +168,15 @@ class Placement:
         try:
             return await self.peers.connect(target, actor_id, params, transport)
         except PeerUnreachable:
-            self._forget(actor_id)
-            self._member.suspect(target.node_id)
+            self.unreachable(actor_id, target.node_id)
             raise
+
+    def unreachable(self, actor_id: str, node_id: str) -> None:
+        """``node_id``, which held ``actor_id``, could not be reached: forget it as the
+        actor's owner and avoid it for a while (the next look-up waits for its lease to
+        lapse if it is dead, then takes the actor over)."""
+        self._forget(actor_id)
+        self._member.suspect(node_id)
 
     def trusts(self, actor_id: str) -> bool:
         """False when this node can no longer trust its lease on the awake actor (it then

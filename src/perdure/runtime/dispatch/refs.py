@@ -226,6 +226,13 @@ class ActorRef:
         )
         return target if isinstance(target, PeerNode) else None
 
+    def owner_unreachable(self, node: PeerNode) -> None:
+        """The server could not open the connection :meth:`remote_owner` named on
+        ``node``: the next :meth:`remote_owner` looks again, avoiding that node."""
+        placement = self._runtime.placement
+        if placement is not None:
+            placement.unreachable(self.actor_id, node.node_id)
+
     async def raw(
         self,
         hook: str,
