@@ -55,6 +55,7 @@ T = TypeVar("T")
 _START_WAITER_TURNS = 100
 _log = logging.getLogger("perdure.runtime")
 _DROP_GRACE = 1.0  # seconds the calls of a dropped instance have to answer
+_KNOWN_IDS = 65536  # ids by key kept (about 200 bytes each), the oldest forgotten first
 _STOPPED: dict[str, str] = {"sleep": "slept", "destroy": "destroyed", "shutdown": "stopped"}
 
 
@@ -83,6 +84,11 @@ class ActorRuntime:
         # The awake actors by name and key: a request naming one by key needs no store
         # read (keys never change, and a destroyed actor stops being "running" first).
         self._live_by_key: dict[tuple[str, Key], ActorInstance] = {}
+        # The ids of actors found or created by key (awake or not): a getOrCreate of a
+        # known key needs no store read. An id never changes for a key, so an entry goes
+        # stale only when its actor is destroyed: a request that then finds no actor
+        # looks the key up afresh (ActorRef's refind), which replaces the entry.
+        self._ids_by_key: dict[tuple[str, Key], str] = {}
         # Store lookups by key in flight: concurrent requests for one key share one.
         self._finding: dict[tuple[str, Key], asyncio.Future[str | None]] = {}
         self._waking: dict[str, asyncio.Future[ActorInstance]] = {}
@@ -241,32 +247,48 @@ class ActorRuntime:
         key: str | Sequence[str] | None,
         method: ResolveMethod = "getOrCreate",
         input: Any = None,
+        *,
+        fresh: bool = False,
     ) -> str:
-        """The actor id for ``(name, key)`` by ``get``, ``getOrCreate`` or ``create``."""
+        """The actor id for ``(name, key)`` by ``get``, ``getOrCreate`` or ``create``.
+        ``fresh``: look the key up in the store even if its id is known (the actor that
+        id names was not found: destroyed since)."""
         if method == "get":
-            return await self._existing_actor_id(name, key)
+            return await self._existing_actor_id(name, key, fresh=fresh)
         if method == "create":
             return await self.create_actor(name, key, input)
         if method == "getOrCreate":
-            actor_id, _ = await self.get_or_create_actor(name, key, input)
+            actor_id, _ = await self.get_or_create_actor(name, key, input, fresh=fresh)
             return actor_id
         raise InvalidRequest(f"Unknown resolve method `{method}`.")
 
-    async def _existing_actor_id(self, name: str, key: str | Sequence[str] | None) -> str:
+    def remembers(self, name: str, key: str | Sequence[str] | None) -> bool:
+        """True when the id of actor ``(name, key)`` is remembered from an earlier lookup
+        or creation (its actor may have been destroyed since, by another node)."""
+        return (name, normalize_key(key)) in self._ids_by_key
+
+    async def _existing_actor_id(
+        self, name: str, key: str | Sequence[str] | None, *, fresh: bool = False
+    ) -> str:
         """The id of an existing actor; ``actor.not_found`` otherwise."""
         self.definition(name)
-        actor_id = await self._find_actor_id(name, normalize_key(key))
+        actor_id = await self._find_actor_id(name, normalize_key(key), fresh=fresh)
         if actor_id is None:
             raise ActorNotFound()
         return actor_id
 
     async def get_or_create_actor(
-        self, name: str, key: str | Sequence[str] | None, input: Any = None
+        self,
+        name: str,
+        key: str | Sequence[str] | None,
+        input: Any = None,
+        *,
+        fresh: bool = False,
     ) -> tuple[str, bool]:
         """``(actor_id, created)``; creates (and starts) the actor if the key is new."""
         self.definition(name)
         parts = normalize_key(key)
-        actor_id = await self._find_actor_id(name, parts)
+        actor_id = await self._find_actor_id(name, parts, fresh=fresh)
         if actor_id is not None:
             return actor_id, False
         pending = self._creating.get((name, parts))
@@ -282,14 +304,20 @@ class ActorRuntime:
                 raise
             return found, False
 
-    async def _find_actor_id(self, name: str, key: Key) -> str | None:
-        """The id of actor ``(name, key)``, ``None`` if there is none: an awake one's
-        without a store read, else one read shared by every concurrent lookup of the key
-        (run as a task of its own, so that a caller cancelled midway cancels no one
-        else's)."""
+    async def _find_actor_id(self, name: str, key: Key, *, fresh: bool = False) -> str | None:
+        """The id of actor ``(name, key)``, ``None`` if there is none: an awake one's, or
+        one found or created before, without a store read (unless ``fresh``), else one
+        read shared by every concurrent lookup of the key (run as a task of its own, so
+        that a caller cancelled midway cancels no one else's)."""
         live = self._live_by_key.get((name, key))
         if live is not None and live.status == "running":
             return live.actor_id
+        if fresh:
+            self._ids_by_key.pop((name, key), None)
+        else:
+            known = self._ids_by_key.get((name, key))
+            if known is not None:
+                return known
         finding = self._finding.get((name, key))
         if finding is None:
             finding = asyncio.ensure_future(self._look_up(name, key))
@@ -299,7 +327,16 @@ class ActorRuntime:
 
     async def _look_up(self, name: str, key: Key) -> str | None:
         record = await self.store.find_actor(name, key)
-        return None if record is None else record.actor_id
+        if record is None:
+            return None
+        self._know_id(name, key, record.actor_id)
+        return record.actor_id
+
+    def _know_id(self, name: str, key: Key, actor_id: str) -> None:
+        known = self._ids_by_key
+        if len(known) >= _KNOWN_IDS and (name, key) not in known:
+            del known[next(iter(known))]  # the oldest entry
+        known[(name, key)] = actor_id
 
     async def create_actor(
         self, name: str, key: str | Sequence[str] | None, input: Any = None
@@ -322,6 +359,7 @@ class ActorRuntime:
             now = self.clock.now_ms()
             record = ActorRecord(new_actor_id(now), name, key, now, input=encoded_input)
             await self.store.create_actor(record)
+            self._know_id(name, key, record.actor_id)
             future.set_result(record.actor_id)
         except BaseException as exc:
             future.set_exception(exc)
@@ -342,6 +380,7 @@ class ActorRuntime:
                     # never start must not stay behind (a retry with a good input
                     # creates it afresh).
                     await self.store.delete_actor(record.actor_id)
+                    self._forget_id(name, key, record.actor_id)
                 raise
         return record.actor_id
 
@@ -521,6 +560,12 @@ class ActorRuntime:
         """Destroy an actor (waking it first so ``on_destroy`` runs) and wait until done."""
         instance = await self.instance(actor_id)
         await self._stop_instance(instance, "destroy")
+        self._forget_id(instance.name, instance.key, actor_id)
+
+    def _forget_id(self, name: str, key: Key, actor_id: str) -> None:
+        """The actor ``actor_id`` is gone: its key no longer names it."""
+        if self._ids_by_key.get((name, key)) == actor_id:
+            del self._ids_by_key[(name, key)]
 
     # --------------------------------------------------------------- operations
     # Shorthands for in-process callers; each goes through the dispatch seam.
@@ -537,8 +582,21 @@ class ActorRuntime:
         """Wake an actor because its alarm is due (the workflow/schedules take over).
 
         Returns ``None``, or, when another node holds the actor (its timers are that
-        node's), when its lease runs out (epoch ms): no point trying before then.
+        node's), when to look again (epoch ms): no point trying before then.
+
+        In a cluster the lease is read first (a plain read): an actor held by another
+        live node is left to it without trying to take it. Taking it is a write in this
+        node's writer that locks the actor's row, so it waits for the owner's commit in
+        progress on that row, and every commit of this node queued behind it waits too:
+        with every node trying each awake actor's due alarm once per TTL, that stalled
+        sends for 1-2 s at p99 (bench/README.md, "The p99 stall").
         """
+        cluster = self.cluster
+        if cluster is not None:
+            lease = await self.store.get_lease(actor_id)
+            held_by = None if lease is None else lease.node_id
+            if held_by is not None and held_by != cluster.node_id and cluster.listed(held_by):
+                return self.clock.now_ms() + cluster.config.heartbeat_ms
         try:
             await self.instance(actor_id)
         except (ActorNotFound, ActorStopping):
