@@ -39,6 +39,7 @@ from perdure.runtime.cluster.member import ClusterMember, NodeConfig
 from perdure.runtime.dispatch.dispatcher import ActorDispatch
 from perdure.runtime.dispatch.placement import Placement
 from perdure.runtime.host.alarms import AlarmScheduler
+from perdure.runtime.host.known_ids import KnownIds
 from perdure.runtime.host.readiness import Readiness
 from perdure.runtime.kernel.clock import Clock, SystemClock
 from perdure.runtime.kernel.core import StopReason
@@ -55,7 +56,6 @@ T = TypeVar("T")
 _START_WAITER_TURNS = 100
 _log = logging.getLogger("perdure.runtime")
 _DROP_GRACE = 1.0  # seconds the calls of a dropped instance have to answer
-_KNOWN_IDS = 65536  # ids by key kept (about 200 bytes each), the oldest forgotten first
 _STOPPED: dict[str, str] = {"sleep": "slept", "destroy": "destroyed", "shutdown": "stopped"}
 
 
@@ -84,11 +84,8 @@ class ActorRuntime:
         # The awake actors by name and key: a request naming one by key needs no store
         # read (keys never change, and a destroyed actor stops being "running" first).
         self._live_by_key: dict[tuple[str, Key], ActorInstance] = {}
-        # The ids of actors found or created by key (awake or not): a getOrCreate of a
-        # known key needs no store read. An id never changes for a key, so an entry goes
-        # stale only when its actor is destroyed: a request that then finds no actor
-        # looks the key up afresh (ActorRef's refind), which replaces the entry.
-        self._ids_by_key: dict[tuple[str, Key], str] = {}
+        # The ids of actors found or created by key, awake or not (known_ids.py).
+        self._ids_by_key = KnownIds()
         # Store lookups by key in flight: concurrent requests for one key share one.
         self._finding: dict[tuple[str, Key], asyncio.Future[str | None]] = {}
         self._waking: dict[str, asyncio.Future[ActorInstance]] = {}
@@ -313,11 +310,9 @@ class ActorRuntime:
         if live is not None and live.status == "running":
             return live.actor_id
         if fresh:
-            self._ids_by_key.pop((name, key), None)
-        else:
-            known = self._ids_by_key.get((name, key))
-            if known is not None:
-                return known
+            self._ids_by_key.drop(name, key)
+        elif (known := self._ids_by_key.get(name, key)) is not None:
+            return known
         finding = self._finding.get((name, key))
         if finding is None:
             finding = asyncio.ensure_future(self._look_up(name, key))
@@ -329,14 +324,8 @@ class ActorRuntime:
         record = await self.store.find_actor(name, key)
         if record is None:
             return None
-        self._know_id(name, key, record.actor_id)
+        self._ids_by_key.remember(name, key, record.actor_id)
         return record.actor_id
-
-    def _know_id(self, name: str, key: Key, actor_id: str) -> None:
-        known = self._ids_by_key
-        if len(known) >= _KNOWN_IDS and (name, key) not in known:
-            del known[next(iter(known))]  # the oldest entry
-        known[(name, key)] = actor_id
 
     async def create_actor(
         self, name: str, key: str | Sequence[str] | None, input: Any = None
@@ -359,7 +348,7 @@ class ActorRuntime:
             now = self.clock.now_ms()
             record = ActorRecord(new_actor_id(now), name, key, now, input=encoded_input)
             await self.store.create_actor(record)
-            self._know_id(name, key, record.actor_id)
+            self._ids_by_key.remember(name, key, record.actor_id)
             future.set_result(record.actor_id)
         except BaseException as exc:
             future.set_exception(exc)
@@ -380,7 +369,7 @@ class ActorRuntime:
                     # never start must not stay behind (a retry with a good input
                     # creates it afresh).
                     await self.store.delete_actor(record.actor_id)
-                    self._forget_id(name, key, record.actor_id)
+                    self._ids_by_key.forget(name, key, record.actor_id)
                 raise
         return record.actor_id
 
@@ -560,12 +549,7 @@ class ActorRuntime:
         """Destroy an actor (waking it first so ``on_destroy`` runs) and wait until done."""
         instance = await self.instance(actor_id)
         await self._stop_instance(instance, "destroy")
-        self._forget_id(instance.name, instance.key, actor_id)
-
-    def _forget_id(self, name: str, key: Key, actor_id: str) -> None:
-        """The actor ``actor_id`` is gone: its key no longer names it."""
-        if self._ids_by_key.get((name, key)) == actor_id:
-            del self._ids_by_key[(name, key)]
+        self._ids_by_key.forget(instance.name, instance.key, actor_id)
 
     # --------------------------------------------------------------- operations
     # Shorthands for in-process callers; each goes through the dispatch seam.
