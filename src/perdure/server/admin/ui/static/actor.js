@@ -276,7 +276,8 @@ function renderSnapshot(data) {
   listInto("schedules", data.schedules, scheduleItem);
   renderConnections(data.connections);
   kv.load(); // its own request (paged); a change the feed reported may have written records
-  if (data.db) db.load(); // the same: its own requests, as committed
+  // Once, then on its Reload: each look reads the whole committed file (bench/README.md).
+  if (data.db && !db.loaded) db.load();
 }
 
 // ---- loading ----------------------------------------------------------------------------

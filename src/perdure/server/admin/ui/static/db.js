@@ -1,7 +1,9 @@
 // The actor page's SQL database card (c.db; docs/inspector.md): the tables and views with
 // their columns (GET /admin/actors/{id}/db/tables), a table's rows a page at a time
 // (.../db/tables/{name}/rows), and a query box that only reads (POST .../db/query). Read
-// from the store as committed: looking does not wake the actor. Values are user data:
+// from the store as committed: looking does not wake the actor. Read when the page opens
+// and on Reload, not at each change the feed reports: each look reads the whole committed
+// file (about 3 ms per MB, bench/README.md). Values are user data:
 // everything goes in as text (el), never as HTML.
 import { api, brief, el, showError } from "./api.js";
 
@@ -35,6 +37,7 @@ export class DbCard {
     this.table = null; // the table whose rows are shown
     this.offset = 0;
     this.total = 0;
+    this.loaded = false; // read once when the page opens; again on Reload
     $("db-reload").addEventListener("click", () => this.load());
     $("db-prev").addEventListener("click", () => this.showRows(this.table, Math.max(0, this.offset - PAGE_SIZE)));
     $("db-next").addEventListener("click", () => this.showRows(this.table, this.offset + PAGE_SIZE));
@@ -48,6 +51,7 @@ export class DbCard {
   async load() {
     const $ = this.$;
     $("db-card").hidden = false;
+    this.loaded = true;
     let result;
     try {
       result = await api("GET", `${this.base}/db/tables`);
