@@ -1,7 +1,8 @@
 """The read-only view of an actor's committed SQL database (runtime/kernel/db_view.py):
 an actor without pages has an empty database; reads and read pragmas pass, anything
 that writes or sets is ``db.read_only`` and changes nothing; a query past its time is
-``db.timeout``, past the row cap ``db.too_many_rows``; a database too large is not read."""
+``db.timeout``, past the row cap ``db.too_many_rows``; a database too large is not read;
+the same view on the memory, SQLite and PostgreSQL stores."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from perdure import ActionContext, actor, db, setup
 from perdure.errors import DbError
 from perdure.runtime.kernel import db_view
 from perdure.testing import ActorTestEnv
+from tests.support.runtimes import RuntimeFactory
 
 _COUNTING = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT max(x) FROM c"
 
@@ -68,3 +70,17 @@ async def test_time_rows_and_size_are_bounded(monkeypatch: pytest.MonkeyPatch) -
         assert await _refused(env, actor_id, "SELECT * FROM t") == "too_many_rows"
         monkeypatch.setattr(db_view, "VIEW_MAX_BYTES", 2048)
         assert await _refused(env, actor_id, "SELECT 1") == "too_large"
+
+
+async def test_the_view_reads_what_was_committed_on_every_store(
+    make_runtime: RuntimeFactory,
+) -> None:
+    runtime = await make_runtime(registry)
+    box = runtime.client().box.get_or_create("a")
+    await box.fill(2)
+    actor_id = await box.resolve()
+    store = runtime.store
+    (table,) = await db_view.db_tables(store, actor_id)
+    assert [column["name"] for column in table["columns"]] == ["id", "v"]
+    page = await db_view.db_rows(store, actor_id, "t", 1, 10)
+    assert (page["rows"], page["total"]) == ([[2, b"\x01"]], 2)
