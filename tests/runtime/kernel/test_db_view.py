@@ -68,6 +68,11 @@ async def test_time_rows_and_size_are_bounded(monkeypatch: pytest.MonkeyPatch) -
         assert await _refused(env, actor_id, _COUNTING) == "timeout"
         monkeypatch.setattr(db_view, "VIEW_MAX_ROWS", 1)
         assert await _refused(env, actor_id, "SELECT * FROM t") == "too_many_rows"
+        assert await _refused(env, actor_id, "SELECT randomblob(20000000)") == "too_large"
+        monkeypatch.setattr(db_view, "ANSWER_MAX_BYTES", 10)
+        assert await _refused(env, actor_id, "SELECT zeroblob(6) UNION ALL SELECT 'abcdef'") == (
+            "too_large"
+        )
         monkeypatch.setattr(db_view, "VIEW_MAX_BYTES", 2048)
         assert await _refused(env, actor_id, "SELECT 1") == "too_large"
 

@@ -9,7 +9,8 @@ only: ``PRAGMA query_only``, and an authorizer that allows reads, read pragmas a
 functions, nothing else (``db.read_only``). Even a statement that got past both would
 change a copy, never the actor's pages. A query stops at :data:`VIEW_MAX_ROWS` rows
 (``db.too_many_rows``) and after :data:`VIEW_TIMEOUT` seconds (``db.timeout``, through
-SQLite's progress handler), on a worker thread so the event loop goes on meanwhile.
+SQLite's progress handler), and carries at most :data:`ANSWER_MAX_BYTES` of text and
+blobs (``db.too_large``), on a worker thread so the event loop goes on meanwhile.
 
 Reading the whole file costs its size per request, so a database past
 :data:`VIEW_MAX_BYTES` is not shown (``db.too_large``): query it from an action.
@@ -31,6 +32,7 @@ from perdure.store.base import Store
 from perdure.store.kv import DB_PAGE_TAG
 
 __all__ = [
+    "ANSWER_MAX_BYTES",
     "VIEW_MAX_BYTES",
     "VIEW_MAX_ROWS",
     "VIEW_TIMEOUT",
@@ -43,6 +45,9 @@ __all__ = [
 VIEW_MAX_ROWS = 1000
 VIEW_TIMEOUT = 2.0
 VIEW_MAX_BYTES = 64 * 1024 * 1024
+# The text and blobs one answer carries, at most (and so any one value): every buffer is
+# bounded, and `SELECT randomblob(1e9)` must not take a gigabyte.
+ANSWER_MAX_BYTES = 16 * 1024 * 1024
 # SQLite virtual-machine steps between two looks at the clock.
 _PROGRESS_STEPS = 10_000
 _NOT_READ = frozenset({"incremental_vacuum"})  # a "read" pragma that frees pages
@@ -105,6 +110,7 @@ async def _snapshot(store: Store, actor_id: str) -> bytes:
 def _open(image: bytes) -> apsw.Connection:
     conn = apsw.Connection(":memory:")
     conn.limit(apsw.SQLITE_LIMIT_ATTACHED, 0)
+    conn.limit(apsw.SQLITE_LIMIT_LENGTH, ANSWER_MAX_BYTES)
     conn.config(apsw.SQLITE_DBCONFIG_ENABLE_LOAD_EXTENSION, 0)
     conn.config(apsw.SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0)
     if image:
@@ -145,9 +151,18 @@ def _run_on(image: bytes, sql: str, params: Sequence[Any] | Mapping[str, Any]) -
 def _select(conn: apsw.Connection, sql: str, params: Sequence[Any] | Mapping[str, Any]) -> DbRows:
     rows: list[list[Any]] = []
     columns: list[str] = []
+    size = 0
     cursor = conn.cursor()
     try:
         for row in cursor.execute(sql, params):
+            size += sum(len(value) for value in row if isinstance(value, (str, bytes)))
+            if size > ANSWER_MAX_BYTES:
+                raise DbError(
+                    f"The answer holds more than {ANSWER_MAX_BYTES} bytes of text and blobs: "
+                    "select fewer rows or columns (substr() shows a part of a value).",
+                    code="too_large",
+                    metadata={"max": ANSWER_MAX_BYTES},
+                )
             if len(rows) >= VIEW_MAX_ROWS:
                 raise DbError(
                     f"A query of the inspector returns at most {VIEW_MAX_ROWS} rows: "
@@ -170,6 +185,13 @@ def _select(conn: apsw.Connection, sql: str, params: Sequence[Any] | Mapping[str
         if str(exc).startswith("not authorized"):
             raise _read_only(exc) from None
         raise DbError(str(exc), code="sql", metadata={"sqlite": "SQLError"}) from None
+    except apsw.TooBigError:
+        raise DbError(
+            f"A value past {ANSWER_MAX_BYTES} bytes: the inspector shows smaller ones "
+            "(substr() shows a part).",
+            code="too_large",
+            metadata={"max": ANSWER_MAX_BYTES},
+        ) from None
     except (apsw.Error, TypeError, OverflowError) as exc:
         raise DbError(str(exc), code="sql", metadata={"sqlite": type(exc).__name__}) from None
     finally:

@@ -527,7 +527,7 @@ def _db_paths() -> dict[str, Any]:
             "parameters": [_ACTOR_ID],
             "post": _operation(
                 "A read-only query: `db.read_only` for a statement that writes, "
-                "`db.too_many_rows` past 1,000 rows, `db.timeout` past 2 s.",
+                "`db.too_many_rows` past 1,000 rows, `db.timeout` past 2 s, `db.too_large`.",
                 _json(rows),
                 body=_object({"sql": {"type": "string"}, "params": {}}),
             ),
