@@ -1,5 +1,6 @@
 """The admin commands of ``perdure``: ``inspect``, ``workflow`` (``status``, ``retry``,
-``replay``, ``fork``, ``cancel``, ``pause``, ``resume``), ``destroy``, ``kv``.
+``replay``, ``fork``, ``cancel``, ``pause``, ``resume``), ``destroy``, ``kv``, ``db``
+(and ``dead-letters``, in a module of its own).
 
 They work on a running server through its admin API (``/admin/…``, described at
 ``/admin/openapi.json``), found at ``--url`` (``$PERDURE_URL``, default
@@ -47,7 +48,7 @@ from perdure.cli.admin_report import inspect_report, workflow_lines
 
 __all__ = ["ADMIN_COMMANDS", "DEFAULT_URL", "add_admin_commands", "run_admin_command"]
 
-ADMIN_COMMANDS = frozenset({"inspect", "workflow", "destroy", "dead-letters", "kv"})
+ADMIN_COMMANDS = frozenset({"inspect", "workflow", "destroy", "dead-letters", "kv", "db"})
 
 _UNSETTLED = frozenset({"pending", "running"})
 _POLL_INTERVAL = 0.2  # seconds between looks at a retried or replayed workflow
@@ -57,8 +58,8 @@ _POLL_INTERVAL = 0.2  # seconds between looks at a retried or replayed workflow
 
 
 def add_admin_commands(commands: Subparsers[argparse.ArgumentParser]) -> None:
-    """Add ``inspect``, ``workflow``, ``destroy`` and ``dead-letters`` to the ``perdure``
-    parser."""
+    """Add ``inspect``, ``workflow``, ``destroy``, ``kv``, ``db`` and ``dead-letters`` to
+    the ``perdure`` parser."""
     common = _common_options()
     inspect = commands.add_parser(
         "inspect",
@@ -93,6 +94,7 @@ def add_admin_commands(commands: Subparsers[argparse.ArgumentParser]) -> None:
     kv.add_argument("--json", action="store_true", help="print the admin API's answer")
     kv.set_defaults(admin_run=_kv)
     # Its own module (which uses this one's client): imported here, not at the top.
+    _add_db_command(commands, common)
     from perdure.cli.dead_letters import add_dead_letter_commands
 
     add_dead_letter_commands(commands, common)
@@ -333,3 +335,99 @@ def _kv(api: AdminApi, args: argparse.Namespace) -> int:
     if answer.get("next"):
         print(f"more: --after {answer['next']}")
     return 0
+
+
+# ------------------------------------------------------------------------------ db
+# `perdure db NAME KEY… [--rows TABLE | --query SQL]`: the tables and their columns,
+# a page of a table's rows, or a read-only query (the server refuses one that writes,
+# db.read_only), through /admin/actors/{id}/db/….
+
+_SHOWN_WIDTH = 60  # characters of one value in a table's cell
+
+
+def _add_db_command(
+    commands: Subparsers[argparse.ArgumentParser], common: argparse.ArgumentParser
+) -> None:
+    """Add ``db`` to the ``perdure`` parser."""
+    parser = commands.add_parser(
+        "db",
+        parents=[common],
+        help="an actor's SQL database on a running server: tables, rows, read-only queries",
+        description="An actor's SQL database (c.db) as committed (`perdure docs cli`).",
+    )
+    add_actor_arguments(parser)
+    what = parser.add_mutually_exclusive_group()
+    what.add_argument("--rows", metavar="TABLE", help="a page of TABLE's rows")
+    what.add_argument("--query", metavar="SQL", help="run a read-only query")
+    parser.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        metavar="JSON",
+        help="a value for the query's next `?` (JSON; plain text if it is not JSON)",
+    )
+    parser.add_argument("--offset", type=int, default=0, help="rows to skip (--rows)")
+    parser.add_argument("--limit", type=int, default=50, help="rows per page (at most 500)")
+    parser.add_argument("--json", action="store_true", help="print the admin API's answer")
+    parser.set_defaults(admin_run=_db)
+
+
+def _db(api: AdminApi, args: argparse.Namespace) -> int:
+    actor = resolve_actor(api, args)
+    base = f"/admin/actors/{actor.actor_id}/db"
+    if args.query is not None:
+        body = {"sql": args.query, "params": [_param(text) for text in args.param]}
+        answer = api.call("POST", base + "/query", json=body)
+    elif args.rows is not None:
+        params = {"offset": args.offset, "limit": args.limit}
+        answer = api.call("GET", f"{base}/tables/{args.rows}/rows", params=params)
+    else:
+        answer = api.call("GET", base + "/tables")
+        if args.json:
+            print_json(answer)
+        else:
+            _print_tables(actor.label, answer.get("tables") or [])
+        return 0
+    if args.json:
+        print_json(answer)
+        return 0
+    _print_rows(answer)
+    return 0
+
+
+def _param(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def _print_tables(label: str, tables: list[Json]) -> None:
+    if not tables:
+        print(f"{label}: no tables")
+        return
+    for table in tables:
+        columns = ", ".join(
+            f"{c['name']} {c['type']}".strip() + " PRIMARY KEY" * bool(c["pk"])
+            for c in table["columns"]
+        )
+        print(f"{table['type']} {table['name']} ({columns})")
+
+
+def _print_rows(answer: Json) -> None:
+    columns: list[str] = answer.get("columns") or []
+    rows: list[list[Any]] = answer.get("rows") or []
+    print("\t".join(columns))
+    for row in rows:
+        print("\t".join(_cell(value) for value in row))
+    shown = len(rows)
+    if "total" in answer:
+        first = answer["offset"]
+        print(f"({shown} of {answer['total']} rows from offset {first})")
+    else:
+        print(f"({shown} row{'s' * (shown != 1)})")
+
+
+def _cell(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= _SHOWN_WIDTH else text[: _SHOWN_WIDTH - 1] + "…"

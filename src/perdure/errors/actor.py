@@ -92,7 +92,9 @@ class DbError(PerdureError):
     the database is kept), ``sql`` (400: SQLite refused the statement; ``metadata``
     names SQLite's error), ``closed`` (the actor has stopped), ``transaction`` (a
     transaction used after it ended, or nested) and ``not_configured`` (the actor has
-    no ``db=``)."""
+    no ``db=``). The read-only view of the committed database (the inspector, ``perdure
+    db``, ``env.db``) adds ``read_only`` (a statement that writes), ``too_large``,
+    ``timeout`` and ``no_such_table`` (all 400)."""
 
     group = "db"
     default_code = "sql"

@@ -37,6 +37,7 @@ from perdure.runtime.events.log import EventSink, LoggedEvent, Since, parse_sinc
 from perdure.runtime.host.actor_runtime import ActorRuntime
 from perdure.runtime.kernel.clock import Clock, ManualClock, SystemClock
 from perdure.runtime.kernel.core import ActorIdentity
+from perdure.runtime.kernel.db_view import DbRows, db_query
 from perdure.runtime.kernel.idempotency import check_key as check_idempotency_key
 from perdure.runtime.local.client import LocalClient
 from perdure.runtime.queues.actor_queue import QueueSendResult
@@ -66,6 +67,7 @@ __all__ = [
     "ConnectionRef",
     "CronFire",
     "CronJobInfo",
+    "DbRows",
     "EventSink",
     "Forwardable",
     "LocalClient",
@@ -87,6 +89,7 @@ __all__ = [
     "agree_cluster_secret",
     "bind_request",
     "check_idempotency_key",
+    "db_query",
     "inherit_request",
     "parse_since",
     "shown",

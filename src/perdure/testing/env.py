@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 from perdure._time import duration_seconds, instant_ms
 from perdure.errors import ArgumentError
 from perdure.registry import Registry
-from perdure.runtime import ActorRuntime, ManualClock
+from perdure.runtime import ActorRuntime, ManualClock, db_query
 from perdure.store import MemoryStore, SQLiteStore, Store
 from perdure.store.encoding import decode_value
 from perdure.store.kv import INTERNAL_TAG, KvKey, decode_key, encode_key, prefix_end
@@ -175,6 +175,17 @@ class ActorTestEnv:
             end = prefix_end(start)
         rows = await self.store.kv_list(actor_id, start=start, end=end, limit=limit)
         return [(decode_key(key), decode_value(value)) for key, value in rows]
+
+    async def db(self, actor: str | Handle, sql: str, *params: Any) -> list[dict[str, Any]]:
+        """The rows of the read-only query ``sql`` on the actor's SQL database (``c.db``;
+        docs/storage.md) as its commits made it durable, read from the store (a
+        sleeping actor is not woken): dicts by column name, as ``c.db.execute`` gives
+        them. A statement that writes is refused (``db.read_only``); at most 1,000 rows
+        (``db.too_many_rows``). ``actor``: an id, or a handle (resolved first)."""
+        actor_id = actor if isinstance(actor, str) else await actor.resolve()
+        answer = await db_query(self.store, actor_id, sql, params)
+        columns = answer["columns"]
+        return [dict(zip(columns, row, strict=True)) for row in answer["rows"]]
 
     # ------------------------------------------------------------------ time
 

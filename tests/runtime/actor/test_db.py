@@ -359,7 +359,14 @@ async def test_the_test_kit_runs_db_actors(store: str) -> None:
         assert await env.kv(items) == [("item:one", 1)]  # the user's records, not pages
         await env.advance(60)  # past the sleep timeout: the actor sleeps, the db closes
         assert not env.runtime.is_live(await items.resolve())
-        assert await items.query("SELECT name FROM items") == [{"name": "one"}]
+        # env.db reads the committed database without waking the actor.
+        found = await env.db(items, "SELECT name, n FROM items WHERE n >= ?", 1)
+        assert found == [{"name": "one", "n": 1}]
+        assert not env.runtime.is_live(await items.resolve())
+        with pytest.raises(PerdureError) as refused:
+            await env.db(items, "UPDATE items SET n = 2")
+        assert refused.value.code == "read_only"
+        assert await items.query("SELECT name, n FROM items") == [{"name": "one", "n": 1}]
 
 
 async def test_the_storage_guide_example_runs() -> None:

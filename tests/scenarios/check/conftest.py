@@ -41,6 +41,11 @@ def runs(work: Path, key: str) -> list[str]:
     return path.read_text().splitlines() if path.exists() else []
 
 
+def _app(registry: str) -> str:
+    """``flows.REGISTRY``, or a ``module:registry`` given whole."""
+    return registry if ":" in registry else f"tests.scenarios.check.flows:{registry}"
+
+
 @dataclass
 class Stored:
     """The data directory the old code wrote, and the directory its step bodies mark."""
@@ -52,7 +57,7 @@ class Stored:
         """``perdure check tests.scenarios.check.flows:REGISTRY`` on this store; the process."""
         where = ["--store", store] if store else ["--data", str(self.data)]
         return subprocess.run(
-            [perdure_script(), "check", f"tests.scenarios.check.flows:{registry}", *where, *args],
+            [perdure_script(), "check", _app(registry), *where, *args],
             cwd=REPO_ROOT,
             env={**os.environ, DIRECTORY_VARIABLE: str(self.work)},
             capture_output=True,
@@ -129,7 +134,7 @@ def fill_store(
     store ``store_args`` name), ``drive(url, work)`` it, then stop it gracefully;
     what ``drive`` returned."""
     server = ServerProcess(
-        f"tests.scenarios.check.flows:{registry}",
+        _app(registry),
         stored.data,
         env={DIRECTORY_VARIABLE: str(stored.work)},
         extra_args=list(store_args),

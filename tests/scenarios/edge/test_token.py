@@ -228,7 +228,7 @@ async def test_with_a_token_alone_the_admin_surface_wants_it_from_everyone(
     with access_server(tmp_path / "data") as server:
         port = server.url.rpartition(":")[2]
         local_hosts = [f"127.0.0.1:{port}", f"localhost:{port}"]
-        routes = ["/admin/actors", "/admin/actors/x/feed", "/metrics"]
+        routes = ["/admin/actors", "/admin/actors/x/feed", "/admin/actors/x/db/tables", "/metrics"]
         async with httpx.AsyncClient(timeout=WAIT) as client:
             for host in local_hosts:
                 for path in routes:

@@ -6,7 +6,8 @@
   a loop; a message ``{"finish": GATE}`` ends the loop, and the ``check-gate`` step then
   fails while a file named GATE exists in the directory ``PERDURE_UI_GATES`` names
   (so does a ``record`` step whose message has ``"gate": GATE``). Deleting that file is
-  "fixing the cause" before retrying the failed workflow.
+  "fixing the cause" before retrying the failed workflow;
+- ``ledger``: an actor with an SQL database (``db=``) whose rows hold hostile text.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from perdure import Loop, StepContext, WorkflowContext, actor, event, queue, setup, workflow
+from perdure import Loop, StepContext, WorkflowContext, actor, db, event, queue, setup, workflow
 
 GATES_ENV = "PERDURE_UI_GATES"
 
@@ -108,4 +109,27 @@ async def _family(ctx: WorkflowContext) -> Any:
 
 family = workflow(run=_family)
 
-registry = setup(use={"notes": notes, "pipeline": pipeline, "family": family})
+
+# Text that would run if the inspector wrote a value as HTML (it must show it as text).
+HOSTILE = '<img src=x onerror="window.perdureXss=1">'
+
+
+async def _ledger_tables(database: Any) -> None:
+    await database.execute(
+        "CREATE TABLE IF NOT EXISTS entries (id INTEGER PRIMARY KEY, memo TEXT NOT NULL, raw BLOB)"
+    )
+
+
+async def _write(c: Any, count: int) -> int:
+    await c.db.execute(
+        "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?) "
+        "INSERT INTO entries (memo, raw) SELECT ? || i, x'00ff' FROM n",
+        count,
+        HOSTILE,
+    )
+    return count
+
+
+ledger = actor(state={}, db=db(on_migrate=_ledger_tables), actions={"write": _write})
+
+registry = setup(use={"notes": notes, "pipeline": pipeline, "family": family, "ledger": ledger})

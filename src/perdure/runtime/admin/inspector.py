@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from perdure._version import __version__
 from perdure.errors import ActorNotFound, InvalidRequest
 from perdure.protocol.values import to_json_value
+from perdure.runtime.kernel.db_view import db_query, db_rows, db_tables
 from perdure.runtime.queues.limits import RATE_PREFIX, limits_view
 from perdure.store.base import ActorRecord, QueueMessageRecord, ScheduleRecord
 from perdure.store.encoding import decode_value
@@ -172,6 +173,8 @@ class ActorInspector:
             "dead_letters": [dead_letter(m) for m in queue if m.dead_at is not None],
             "limits": await self._limits(actor_id, definition, live, held),
             "schedules": await self._schedules(actor_id),
+            # The actor's type has an SQL database (db=): the inspector's "SQL database" card.
+            "db": definition is not None and definition.db is not None,
             "workflow": None
             if definition is None or definition.kind != "workflow"
             else {
@@ -244,6 +247,30 @@ class ActorInspector:
             "next": page[-1][0].hex() if len(rows) > limit else None,
         }
 
+    # The actor's SQL database (c.db), read from the store as committed, without waking
+    # it: one snapshot of its pages per request (runtime/kernel/db_view.py).
+
+    async def db_tables(self, actor_id: str) -> list[dict[str, Any]]:
+        """The tables and views of the actor's database, with their schema."""
+        await self._stored(actor_id)
+        return await db_tables(self._runtime.store, actor_id)
+
+    async def db_rows(self, actor_id: str, table: str, offset: int, limit: int) -> dict[str, Any]:
+        """Rows ``[offset, offset + limit)`` of one table, values shown as JSON."""
+        await self._stored(actor_id)
+        page = await db_rows(self._runtime.store, actor_id, table, offset, limit)
+        return page | {"rows": _shown_rows(page["rows"])}
+
+    async def db_query(self, actor_id: str, sql: str, params: Any) -> dict[str, Any]:
+        """A read-only query (``db.read_only`` for one that writes)."""
+        await self._stored(actor_id)
+        answer = await db_query(self._runtime.store, actor_id, sql, params)
+        return answer | {"rows": _shown_rows(answer["rows"])}
+
+    async def _stored(self, actor_id: str) -> None:
+        if await self._runtime.store.get_actor(actor_id) is None:
+            raise ActorNotFound()
+
     async def _schedules(self, actor_id: str) -> list[dict[str, Any]]:
         store = self._runtime.store
         views = []
@@ -274,6 +301,10 @@ def _record(key: bytes, value: bytes) -> dict[str, Any]:
     except ValueError:
         shown_key = {"$unreadable": f"{len(key)} stored bytes"}
     return {"key": shown_key, "value": _decoded(value), "size": len(value)}
+
+
+def _shown_rows(rows: list[list[Any]]) -> list[list[Any]]:
+    return [[shown(value) for value in row] for row in rows]
 
 
 def _matches(record: ActorRecord, needle: str) -> bool:

@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     from perdure.definition import DatabaseSpec
     from perdure.runtime.kernel.kv import ActorKv
 
-__all__ = ["MAX_ROWS", "ActorDb", "Row", "authorize"]
+__all__ = ["DENIED_FUNCTIONS", "MAX_ROWS", "READ_PRAGMAS", "ActorDb", "Row", "authorize"]
 
 T = TypeVar("T")
 Row = dict[str, Any]
@@ -336,7 +336,7 @@ def _run(conn: apsw.Connection, sql: str, params: Sequence[Any] | Mapping[str, A
 
 
 # Pragmas a statement may read, or call with an argument that names what to read.
-_READ_PRAGMAS = frozenset(
+READ_PRAGMAS = frozenset(
     """
     application_id auto_vacuum cache_size collation_list compile_options data_version
     database_list encoding foreign_key_check foreign_key_list foreign_keys freelist_count
@@ -356,7 +356,7 @@ _SET_PRAGMAS = frozenset(
     index_xinfo integrity_check quick_check table_info table_xinfo table_list
     """.split()  # noqa: SIM905
 )
-_DENIED_FUNCTIONS = frozenset({"load_extension", "fts3_tokenizer"})
+DENIED_FUNCTIONS = frozenset({"load_extension", "fts3_tokenizer"})
 _TEMP_OBJECTS = frozenset(
     {
         apsw.SQLITE_CREATE_TEMP_INDEX,
@@ -379,8 +379,8 @@ def authorize(
         return int(apsw.SQLITE_DENY)  # in memory, beyond the database's size limit
     if action == apsw.SQLITE_PRAGMA:
         name = (first or "").lower()
-        allowed = _READ_PRAGMAS if second is None else _SET_PRAGMAS
+        allowed = READ_PRAGMAS if second is None else _SET_PRAGMAS
         return int(apsw.SQLITE_OK if name in allowed else apsw.SQLITE_DENY)
-    if action == apsw.SQLITE_FUNCTION and (second or "").lower() in _DENIED_FUNCTIONS:
+    if action == apsw.SQLITE_FUNCTION and (second or "").lower() in DENIED_FUNCTIONS:
         return int(apsw.SQLITE_DENY)
     return int(apsw.SQLITE_OK)

@@ -494,9 +494,48 @@ def _paths() -> dict[str, Any]:
                 ],
             ),
         },
+        **_db_paths(),
     }
 
 
+def _db_paths() -> dict[str, Any]:
+    """The actor's SQL database (c.db), read from the store as committed."""
+    integer = {"type": "integer"}
+    rows = _object({"columns": {"type": "array"}, "rows": {"type": "array"}})
+    table = {"name": "table", "in": "path", "required": True, "schema": {"type": "string"}}
+    return {
+        "/admin/actors/{actor_id}/db/tables": {
+            "parameters": [_ACTOR_ID],
+            "get": _operation(
+                "The tables and views of the actor's SQL database with their schema (read "
+                "from the store as committed, without waking it; `db.too_large` past 64 MiB).",
+                _json(_object({"tables": {"type": "array", "items": _DB_TABLE}})),
+            ),
+        },
+        "/admin/actors/{actor_id}/db/tables/{table}/rows": {
+            "parameters": [_ACTOR_ID, table],
+            "get": _operation(
+                "One page of a table's rows (`db.no_such_table` for a name that is none).",
+                _json(rows),
+                parameters=[
+                    _query("offset", "Rows to skip (default 0).", integer),
+                    _query("limit", "Rows per page (default 50, at most 500).", integer),
+                ],
+            ),
+        },
+        "/admin/actors/{actor_id}/db/query": {
+            "parameters": [_ACTOR_ID],
+            "post": _operation(
+                "A read-only query: `db.read_only` for a statement that writes, "
+                "`db.too_many_rows` past 1,000 rows, `db.timeout` past 2 s, `db.too_large`.",
+                _json(rows),
+                body=_object({"sql": {"type": "string"}, "params": {}}),
+            ),
+        },
+    }
+
+
+_DB_TABLE = _object({"name": {}, "type": {}, "sql": {}, "columns": {"type": "array"}})
 _KV_RECORD = _object({"key": {}, "value": {}, "size": {"type": "integer"}})
 
 

@@ -277,6 +277,36 @@ class _AdminApi:
         )
         return json_response(page)
 
+    async def db_tables(self, request: Request) -> Response:
+        """``GET /admin/actors/{id}/db/tables``: the tables of the actor's SQL database
+        with their schema, read from the store as committed (the actor is not woken)."""
+        tables = await self.inspector.db_tables(request.path_params["actor_id"])
+        return json_response({"tables": tables})
+
+    async def db_rows(self, request: Request) -> Response:
+        """``GET /admin/actors/{id}/db/tables/{name}/rows?offset=&limit=``."""
+        query = request.query_params
+        page = await self.inspector.db_rows(
+            request.path_params["actor_id"],
+            request.path_params["table"],
+            offset=_offset(query.get("offset")),
+            limit=_limit(query.get("limit")),
+        )
+        return json_response(page)
+
+    async def db_query(self, request: Request) -> Response:
+        """``POST /admin/actors/{id}/db/query`` with ``{"sql": "...", "params": [...]}``:
+        a read-only query (``db.read_only`` for one that writes)."""
+        body = await self._body(request)
+        sql, params = body.get("sql"), body.get("params", [])
+        if not isinstance(sql, str) or not sql.strip():
+            raise InvalidRequest("`sql` is the query, a string.", code="invalid_sql")
+        if not isinstance(params, (list, dict)):
+            raise InvalidRequest("`params` is a list or an object.", code="invalid_params")
+        values = from_json_value(params, "the query's params")
+        answer = await self.inspector.db_query(request.path_params["actor_id"], sql, values)
+        return json_response(answer)
+
     async def requeue(self, request: Request) -> Response:
         """``POST /admin/actors/{id}/dead-letters/{message_id}/requeue``."""
         actor_id = request.path_params["actor_id"]
@@ -355,6 +385,14 @@ def _limit(text: str | None) -> int:
     return max(1, min(value, _MAX_LIMIT))
 
 
+def _offset(text: str | None) -> int:
+    try:
+        value = int(text or 0)
+    except ValueError:
+        raise InvalidRequest("`offset` must be an integer.", code="invalid_offset") from None
+    return max(0, value)
+
+
 def admin_routes(runtime: ActorRuntime, access: AdminAccess) -> list[Route]:
     """The ``/admin/…`` routes (answering 403 ``admin.forbidden`` when the admin
     surface is turned off)."""
@@ -380,6 +418,9 @@ def admin_routes(runtime: ActorRuntime, access: AdminAccess) -> list[Route]:
         Route(actor + "/schedules/{schedule_id}", guard(api.unschedule), methods=["DELETE"]),
         Route(actor + "/dead-letters", guard(api.dead_letters), methods=["GET"]),
         Route(actor + "/kv", guard(api.kv), methods=["GET"]),
+        Route(actor + "/db/tables", guard(api.db_tables), methods=["GET"]),
+        Route(actor + "/db/tables/{table}/rows", guard(api.db_rows), methods=["GET"]),
+        Route(actor + "/db/query", guard(api.db_query), methods=["POST"]),
         Route(actor + "/dead-letters/{message_id}/requeue", guard(api.requeue), methods=["POST"]),
         Route(actor + "/dead-letters/{message_id}", guard(api.drop), methods=["DELETE"]),
     ]

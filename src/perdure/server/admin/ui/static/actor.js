@@ -4,6 +4,7 @@
 // status, awake) at once; what the feed only hints at (queue, schedules, connections, next
 // alarm) is refetched, debounced.
 import { ApiError, api, badge, brief, duration, el, installShortcuts, keyText, parseJson, pretty, showError, timeEl, url } from "./api.js";
+import { DbCard } from "./db.js";
 import { KvCard } from "./kv.js";
 import { HistoryTable, errorText } from "./workflow.js";
 
@@ -21,6 +22,7 @@ let feed = null;
 let typeName = null;
 
 const kv = new KvCard(base, $);
+const db = new DbCard(base, $);
 const history = new HistoryTable(document.querySelector("#history tbody"), $("history-empty"), replayFrom, forkFrom);
 
 // Screen readers hear the latest change at most every ANNOUNCE_EVERY_MS, not each one.
@@ -274,6 +276,8 @@ function renderSnapshot(data) {
   listInto("schedules", data.schedules, scheduleItem);
   renderConnections(data.connections);
   kv.load(); // its own request (paged); a change the feed reported may have written records
+  // Once, then on its Reload: each look reads the whole committed file (bench/README.md).
+  if (data.db && !db.loaded) db.load();
 }
 
 // ---- loading ----------------------------------------------------------------------------
