@@ -93,6 +93,7 @@ class FakeHost:
         self.actor = FakeActor()
         self.now = 1_000
         self.run_timeout = 0.0
+        self.code_version: str | None = None
 
     async def load_history(self) -> dict[str, bytes]:
         return dict(self.stored)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 if TYPE_CHECKING:
     from perdure.handles import Client
     from perdure.runtime.actor.instance import ActorInstance
+    from perdure.runtime.actor.workflow_host import Admission
     from perdure.runtime.actor.workflow_outcomes import WorkflowOutcomes
     from perdure.runtime.kernel.clock import Clock
     from perdure.runtime.kernel.core import AlarmSink, StopReason
@@ -73,4 +74,14 @@ class ActorHost(Protocol):
 
     async def fire_scheduled(self, instance: ActorInstance, action: str, args: list[Any]) -> Any:
         """Call a due schedule's action on the actor, as any request would be."""
+        ...
+
+    @property
+    def code_version(self) -> str | None:
+        """The version of the code this node announces (a cluster node); ``None`` alone."""
+        ...
+
+    def take_admission(self, actor_id: str) -> Admission | None:
+        """What the cluster's version check decided for the actor's workflow run as it
+        woke (``None``: no check, a single server or a plain actor); asked once."""
         ...

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import secrets
 from collections.abc import Coroutine, Sequence
@@ -30,9 +31,10 @@ from perdure.errors import (
     UserError,
 )
 from perdure.keys import Key, normalize_key
-from perdure.registry import Registry
+from perdure.registry import Registry, registry_digest
 from perdure.runtime.actor.instance import ActorInstance
 from perdure.runtime.actor.operations import CallAction, ResolveMethod
+from perdure.runtime.actor.workflow_host import Admission
 from perdure.runtime.actor.workflow_outcomes import WorkflowOutcomes
 from perdure.runtime.admin.feed import ActorFeed
 from perdure.runtime.cluster.member import ClusterMember, NodeConfig
@@ -40,11 +42,12 @@ from perdure.runtime.dispatch.dispatcher import ActorDispatch
 from perdure.runtime.dispatch.placement import Placement
 from perdure.runtime.host.alarms import AlarmScheduler
 from perdure.runtime.host.readiness import Readiness
+from perdure.runtime.host.versions import PlacedByVersion, VersionPlacement
 from perdure.runtime.kernel.clock import Clock, SystemClock
 from perdure.runtime.kernel.core import StopReason
 from perdure.runtime.kernel.tasks import TaskOwner
 from perdure.runtime.local.client import LocalClient
-from perdure.store.base import ActorRecord, Store
+from perdure.store.base import ActorRecord, Lease, Store
 from perdure.store.encoding import encode_value
 from perdure.telemetry import Observers
 
@@ -99,9 +102,16 @@ class ActorRuntime:
         self.feed = ActorFeed(self)
         self.cluster: ClusterMember | None = None
         self.placement: Placement | None = None
+        # A cluster node's version check of workflow runs (runtime/host/versions.py).
+        self.versions: VersionPlacement | None = None
+        self._admissions: dict[str, Admission] = {}
         if node is not None:
+            if node.code_version is None:
+                node = dataclasses.replace(node, code_version=registry_digest(registry))
+            assert node.code_version is not None
             self.cluster = ClusterMember(store, node, self._give_up)
             self.placement = Placement(self, self.cluster)
+            self.versions = VersionPlacement(store, self.cluster, self.placement, node.code_version)
         # /ready: whether the store answers (a cached, cheap query).
         self.readiness = Readiness(store)
         self._started = False
@@ -379,7 +389,8 @@ class ActorRuntime:
         if record is None and self.cluster is not None:
             # A cluster node takes the actor's lease (refused while another node's is
             # live); like a claim, it waits for a previous owner's last writes.
-            record, _ = await self.cluster.acquire(actor_id)
+            record, lease = await self.cluster.acquire(actor_id)
+            await self._check_version(record, lease)
         elif record is None:
             # Waking a stored actor: claim it, which also waits for any write a previous
             # process still had on its way to the database.
@@ -392,7 +403,11 @@ class ActorRuntime:
         instance = ActorInstance(self, definition, record, claimed=claimed)
         try:
             await instance.start()
+            admission = self._admissions.pop(actor_id, None)
+            if admission is not None and admission.waiting_for is not None and self.versions:
+                self.versions.watch(self)  # to move it once a node of its version lives
         except BaseException as exc:
+            self._admissions.pop(actor_id, None)
             instance.abort.fire()
             await instance.tasks.close(timeout=1)
             await self._release(instance)
@@ -502,6 +517,42 @@ class ActorRuntime:
             await self.instance(actor_id)
         except (ActorNotFound, ActorStopping):
             return None  # destroyed, or this runtime is stopping: the alarm waits in the store
+        except PlacedByVersion as exc:
+            if self.versions is not None:  # its run belongs on a node of its version
+                await self.versions.hand_over(actor_id, exc.owner_node)
         except ActorOwnedElsewhere as exc:
             return exc.expires_at
         return None
+
+    # ------------------------------------------------------ version placement
+
+    @property
+    def code_version(self) -> str | None:
+        """The version of the code this node announces; ``None`` on a single server."""
+        return None if self.versions is None else self.versions.version
+
+    def take_admission(self, actor_id: str) -> Admission | None:
+        """The version check's decision for the workflow actor being woken (once)."""
+        return self._admissions.get(actor_id)
+
+    async def _check_version(self, record: ActorRecord, lease: Lease) -> None:
+        """A cluster node about to wake a workflow actor: is its run's code this node's?
+        (``PlacedByVersion``, the lease given back, when another live node runs it.)"""
+        definition = self.registry.get(record.name)
+        if self.versions is None or definition is None or definition.kind != "workflow":
+            return
+        try:
+            admission = await self.versions.admit(record, lease, definition)
+        except PlacedByVersion:
+            raise
+        except BaseException:
+            if self.cluster is not None:
+                await self.cluster.release(record.actor_id, lease.generation)
+            raise
+        self._admissions[record.actor_id] = admission
+
+    async def move_away(self, instance: ActorInstance) -> None:
+        """A held run's version has a live node again: put its actor to sleep here and
+        wake it there (the version check hands it over)."""
+        await self._stop_instance(instance, "sleep")
+        await self.wake_for_alarm(instance.actor_id)

@@ -1,0 +1,154 @@
+"""Version-aware placement: a workflow run stays on the code it started on.
+
+A cluster node announces the version of its code (``NodeConfig.code_version``) and a
+workflow run records, as it starts, the version of the node it starts on (its status
+record's ``codeVersion``: :mod:`perdure.workflows.engine`). When a node is about to wake
+a workflow actor whose run is live and recorded another version than its own, it decides
+here, before the run replays anything (docs/deploy.md, "Rolling deploy with versions"):
+
+1. **A live node runs that version**: the node gives the lease back and the request goes
+   there (``ActorOwnedElsewhere`` naming that node: the placement forwards it; an alarm's
+   wake is handed over with a status request, which wakes the actor there).
+2. **None does**: the stored history is judged against this node's code by the judge of
+   ``perdure check`` (:func:`perdure.workflows.judge.judge_history`): if it replays, the
+   run continues here and records this version; if not, the run is held with the status
+   ``waiting_for_version`` (its actor stays awake here, serving actions) and moves to a
+   node of its version as soon as one joins (:meth:`VersionPlacement.watch`).
+
+A single server announces no version and never comes here; nor does a plain actor, or a
+workflow actor whose run was recorded on this node's version: the history the decision
+reads is the one the run loads anyway, handed to it (:class:`Admission`), so a cluster
+node reads nothing more either.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING
+
+from perdure.errors import ActorOwnedElsewhere
+from perdure.runtime.actor.operations import STATUS
+from perdure.runtime.actor.workflow_host import Admission
+from perdure.store.encoding import decode_value
+from perdure.workflows.core import META_LOCATION
+from perdure.workflows.judge import judge_history
+
+if TYPE_CHECKING:
+    from perdure.definition import ActorDefinition
+    from perdure.runtime.cluster.member import ClusterMember
+    from perdure.runtime.dispatch.placement import Placement
+    from perdure.runtime.host.actor_runtime import ActorRuntime
+    from perdure.store.base import ActorRecord, Lease, Store
+
+__all__ = ["PlacedByVersion", "VersionPlacement"]
+
+_log = logging.getLogger("perdure.cluster")
+# The statuses of a run that has not ended (a run of another status replays nothing).
+_LIVE = frozenset({"pending", "running", "paused"})
+# How long judging one history may take (as `perdure check --timeout`'s default).
+_JUDGE_TIMEOUT = 10.0
+
+
+class PlacedByVersion(ActorOwnedElsewhere):
+    """The actor's run belongs on ``owner_node``, a live node of its code version: this
+    node gave the lease back (a request is forwarded there; an alarm is handed over)."""
+
+
+class VersionPlacement:
+    """The version check of one cluster node (``runtime.versions``)."""
+
+    def __init__(
+        self, store: Store, member: ClusterMember, placement: Placement, version: str
+    ) -> None:
+        self._store = store
+        self._member = member
+        self._placement = placement
+        self.version = version
+        self._watching: asyncio.Task[None] | None = None
+
+    async def admit(
+        self, record: ActorRecord, lease: Lease, definition: ActorDefinition
+    ) -> Admission:
+        """Decide for a workflow actor this node has just taken the lease of (see the
+        module docstring). Raises ``ActorOwnedElsewhere`` after giving the lease back
+        when a live node runs the run's version."""
+        history = await self._store.load_history(record.actor_id)
+        recorded = _recorded_version(history)
+        if recorded is None or recorded == self.version:
+            return Admission(history)
+        node = self._member.node_running(recorded, record.actor_id)
+        if node is not None:
+            await self._member.release(record.actor_id, lease.generation)
+            raise PlacedByVersion(record.actor_id, node.node_id, 0)
+        label = f"{record.name}/{record.actor_id}"
+        try:
+            verdict = await asyncio.wait_for(
+                judge_history(
+                    definition, (record.actor_id, record.key), history, record.state, record.input
+                ),
+                _JUDGE_TIMEOUT,
+            )
+        except TimeoutError:
+            _log.warning("judging workflow %s took over %.0f s: it waits", label, _JUDGE_TIMEOUT)
+            return Admission(history, waiting_for=recorded)
+        if not verdict.problem:
+            _log.info(
+                "workflow %s started on code version %s, which no live node runs: its "
+                "history replays on %s (%s), so it continues here",
+                label,
+                recorded,
+                self.version,
+                verdict.outcome,
+            )
+            return Admission(history)
+        _log.warning(
+            "workflow %s waits for a node of code version %s: no live node runs it, and its "
+            "history does not replay on %s (%s at %s)",
+            label,
+            recorded,
+            self.version,
+            verdict.outcome,
+            verdict.location,
+        )
+        return Admission(history, waiting_for=recorded)
+
+    async def hand_over(self, actor_id: str, node_id: str) -> None:
+        """Wake the actor on ``node_id`` (an alarm found it due here, but its run belongs
+        to that node's version). A node that cannot be reached is left to the alarm."""
+        node = await self._member.find_peer(node_id)
+        if node is None:
+            return
+        try:
+            await self._placement.peers.perform(node, actor_id, STATUS, None)
+        except Exception as exc:
+            _log.info("handing actor %s to node %s failed: %s", actor_id, node_id, exc)
+
+    def watch(self, runtime: ActorRuntime) -> None:
+        """Start (once) the loop that moves held runs to a node of their version."""
+        if self._watching is None or self._watching.done():
+            self._watching = runtime.spawn(self._watch(runtime), name="version placement")
+
+    async def _watch(self, runtime: ActorRuntime) -> None:
+        interval = self._member.config.heartbeat_ms / 1000
+        while True:
+            await asyncio.sleep(interval)
+            held = [i for i in runtime.live_instances() if i.waiting_for_version is not None]
+            if not held:
+                return
+            for instance in held:
+                version = instance.waiting_for_version
+                if version is not None and self._member.node_running(version, instance.actor_id):
+                    await runtime.move_away(instance)
+
+
+def _recorded_version(history: dict[str, bytes]) -> str | None:
+    """The code version a live run recorded, or ``None`` (no run, or one that ended)."""
+    encoded = history.get(META_LOCATION)
+    if encoded is None:
+        return None
+    meta = decode_value(encoded)
+    if not isinstance(meta, dict) or meta.get("status") not in _LIVE:
+        return None
+    version = meta.get("codeVersion")
+    return version if isinstance(version, str) else None
