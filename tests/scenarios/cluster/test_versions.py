@@ -3,8 +3,10 @@
 Three nodes run three versions of one workflow app (``versioned_app.py``): v1, v2 (the
 steps' internals rewritten: v1 histories replay) and v3 (a step inserted: v1 histories
 past it diverge). Runs started on v1 stay on the v1 node while it lives; once it is
-stopped, a run continues on v2, and one reached through the v3 node waits there with the
-status ``waiting_for_version`` (client, inspector, /metrics) until a v1 node returns.
+stopped, a run continues on v2 (decided as the actor wakes: the nodes run two versions),
+and, with the v3 node alone, one waits there with the status ``waiting_for_version``
+(client, inspector, /metrics; decided in the run task: one version) until a v1 node
+returns.
 Every step records which code ran it, in which process.
 """
 
@@ -104,7 +106,9 @@ async def test_runs_stay_on_their_version_continue_when_compatible_else_wait(
             ]
             assert done[-1]["pid"] == compatible.pid
 
-            # 3. Reached through v3, where it does not replay, a v1 run waits, visibly.
+            # 3. With v3 alone (so decided in the run task, as in a cluster on one
+            # version), a v1 run that does not replay on v3 waits, visibly.
+            assert await asyncio.to_thread(compatible.terminate) == 0
             waiting = on_v3.job.get_or_create(["waits"])
             await waiting.send("go", {})
             status = await waiting.workflow_status()

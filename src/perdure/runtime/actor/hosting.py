@@ -85,3 +85,8 @@ class ActorHost(Protocol):
         """What the cluster's version check decided for the actor's workflow run as it
         woke (``None``: no check, a single server or a plain actor); asked once."""
         ...
+
+    async def admit_here(self, instance: ActorInstance, history: dict[str, bytes]) -> str | None:
+        """The version check of a run whose actor woke with no admission (a cluster
+        node, all nodes on one version): the version it must wait for, or ``None``."""
+        ...

@@ -49,10 +49,13 @@ def start_workflow(instance: ActorInstance, run: Callable[..., Any]) -> Coroutin
     from perdure.workflows.engine import WorkflowRunner
 
     admission = instance.host.take_admission(instance.actor_id)
-    runner = WorkflowRunner(ActorWorkflowHost(instance, admission), run)
+    host = ActorWorkflowHost(instance, admission)
+    runner = WorkflowRunner(host, run)
     instance.workflow = runner
     if admission is not None and admission.waiting_for is not None:
         return _hold(instance, runner, admission.waiting_for)
+    if admission is None and host.code_version is not None:
+        return _checked_run(instance, host, runner)
     return _run(instance, runner)
 
 
@@ -61,6 +64,24 @@ async def _run(instance: ActorInstance, runner: WorkflowRunner) -> None:
         await runner.run()
     finally:
         instance.activity.run_finished()
+
+
+async def _checked_run(
+    instance: ActorInstance, host: ActorWorkflowHost, runner: WorkflowRunner
+) -> None:
+    """A cluster node's run with no admission (every live node on one version): check
+    its version with the history it loads, then run or hold it."""
+    try:
+        history = await host.load_history()
+        host.preload(history)
+        waiting_for = await instance.host.admit_here(instance, history)
+    except BaseException:
+        instance.activity.run_finished()
+        raise
+    if waiting_for is not None:
+        await _hold(instance, runner, waiting_for)
+    else:
+        await _run(instance, runner)
 
 
 async def _hold(instance: ActorInstance, runner: WorkflowRunner, version: str) -> None:
@@ -119,6 +140,10 @@ class ActorWorkflowHost:
         if preloaded is not None:
             return preloaded
         return await self._instance.core.store.load_history(self.actor_id)
+
+    def preload(self, history: dict[str, bytes]) -> None:
+        """The next :meth:`load_history` returns ``history`` (read already)."""
+        self._preloaded = history
 
     def create_input(self) -> Any:
         """The actor's create input, as stored (plain)."""

@@ -413,6 +413,11 @@ class ClusterMember:
             return None
         return self._nodes[candidates[hash(actor_id) % len(candidates)]]
 
+    def runs_other_versions(self, version: str) -> bool:
+        """True when a live node that takes work announces another code version than
+        ``version`` (as of the last refresh)."""
+        return any(announced != version for announced in self._versions.values())
+
     def node_running(self, version: str, actor_id: str) -> PeerNode | None:
         """A live peer that takes work and runs code ``version`` (as of the last refresh),
         spread by actor id; ``None`` if there is none."""

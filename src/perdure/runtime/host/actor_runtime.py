@@ -56,6 +56,7 @@ __all__ = ["ActorRuntime", "ResolveMethod"]
 T = TypeVar("T")
 _log = logging.getLogger("perdure.runtime")
 _DROP_GRACE = 1.0  # seconds the calls of a dropped instance have to answer
+_MOVE_GRACE = 5.0  # seconds the calls of a held run's actor have to answer before it moves
 _STOPPED: dict[str, str] = {"sleep": "slept", "destroy": "destroyed", "shutdown": "stopped"}
 
 
@@ -535,12 +536,24 @@ class ActorRuntime:
         """The version check's decision for the workflow actor being woken (once)."""
         return self._admissions.get(actor_id)
 
+    async def admit_here(self, instance: ActorInstance, history: dict[str, bytes]) -> str | None:
+        """The run task's version check (no admission was made as the actor woke): the
+        version the run must wait for, or ``None`` to run it here."""
+        if self.versions is None:
+            return None
+        waiting_for = await self.versions.admit_here(instance.record, instance.definition, history)
+        if waiting_for is not None:
+            self.versions.watch(self)  # to move it once a node of its version lives
+        return waiting_for
+
     async def _check_version(self, record: ActorRecord, lease: Lease) -> None:
         """A cluster node about to wake a workflow actor: is its run's code this node's?
         (``PlacedByVersion``, the lease given back, when another live node runs it.)"""
         definition = self.registry.get(record.name)
         if self.versions is None or definition is None or definition.kind != "workflow":
             return
+        if not self.versions.mixed():
+            return  # no node could take its run: the run task decides (admit_here)
         try:
             admission = await self.versions.admit(record, lease, definition)
         except PlacedByVersion:
@@ -553,6 +566,12 @@ class ActorRuntime:
 
     async def move_away(self, instance: ActorInstance) -> None:
         """A held run's version has a live node again: put its actor to sleep here and
-        wake it there (the version check hands it over)."""
+        wake it there (the version check hands it over). Requests already inside it
+        finish first (bounded); one that found it just before it stops and had not
+        entered yet gets ``actor.aborted``, as with any sleep."""
+        activity = instance.activity
+        deadline = asyncio.get_running_loop().time() + _MOVE_GRACE
+        while activity.working and asyncio.get_running_loop().time() < deadline:
+            await activity.wait_idle(deadline)
         await self._stop_instance(instance, "sleep")
         await self.wake_for_alarm(instance.actor_id)

@@ -2,23 +2,28 @@
 
 A cluster node announces the version of its code (``NodeConfig.code_version``) and a
 workflow run records, as it starts, the version of the node it starts on (its status
-record's ``codeVersion``: :mod:`perdure.workflows.engine`). When a node is about to wake
-a workflow actor whose run is live and recorded another version than its own, it decides
-here, before the run replays anything (docs/deploy.md, "Rolling deploy with versions"):
+record's ``codeVersion``: :mod:`perdure.workflows.engine`). When a node wakes a workflow
+actor whose run is live and recorded another version than its own, it decides before the
+run replays anything (docs/deploy.md, "Rolling deploy with versions"):
 
 1. **A live node runs that version**: the node gives the lease back and the request goes
-   there (``ActorOwnedElsewhere`` naming that node: the placement forwards it; an alarm's
-   wake is handed over with a status request, which wakes the actor there).
+   there (``PlacedByVersion``, an ``ActorOwnedElsewhere`` naming that node: the
+   placement forwards it; an alarm's wake is handed over with a status request, which
+   wakes the actor there).
 2. **None does**: the stored history is judged against this node's code by the judge of
    ``perdure check`` (:func:`perdure.workflows.judge.judge_history`): if it replays, the
    run continues here and records this version; if not, the run is held with the status
    ``waiting_for_version`` (its actor stays awake here, serving actions) and moves to a
    node of its version as soon as one joins (:meth:`VersionPlacement.watch`).
 
-A single server announces no version and never comes here; nor does a plain actor, or a
-workflow actor whose run was recorded on this node's version: the history the decision
-reads is the one the run loads anyway, handed to it (:class:`Admission`), so a cluster
-node reads nothing more either.
+When. Case 1 must be decided before the actor's instance exists (it must not start here,
+and a request on its way into it must not find it stopping), so while some live node
+runs another version (:meth:`VersionPlacement.mixed`: a deploy under way) the node
+reads the history right after taking the lease (:meth:`admit`), and hands what it read
+to the run. The rest of the time no node can take the run, so the decision is made in
+the run task with the history the run loads anyway (:meth:`admit_here`): the wake waits
+for nothing more, as on a single server, which announces no version and never comes
+here (nor does a plain actor).
 """
 
 from __future__ import annotations
@@ -67,12 +72,18 @@ class VersionPlacement:
         self.version = version
         self._watching: asyncio.Task[None] | None = None
 
+    def mixed(self) -> bool:
+        """True while some live node that takes work runs another version than this
+        one (a deploy under way): a run may then belong elsewhere."""
+        return self._member.runs_other_versions(self.version)
+
     async def admit(
         self, record: ActorRecord, lease: Lease, definition: ActorDefinition
     ) -> Admission:
-        """Decide for a workflow actor this node has just taken the lease of (see the
-        module docstring). Raises ``ActorOwnedElsewhere`` after giving the lease back
-        when a live node runs the run's version."""
+        """Decide for a workflow actor this node has just taken the lease of, before its
+        instance exists (while :meth:`mixed`; see the module docstring). Raises
+        ``PlacedByVersion`` after giving the lease back when a live node runs the run's
+        version."""
         history = await self._store.load_history(record.actor_id)
         recorded = _recorded_version(history)
         if recorded is None or recorded == self.version:
@@ -81,6 +92,29 @@ class VersionPlacement:
         if node is not None:
             await self._member.release(record.actor_id, lease.generation)
             raise PlacedByVersion(record.actor_id, node.node_id, 0)
+        waiting_for = await self._judge(record, definition, history, recorded)
+        return Admission(history, waiting_for=waiting_for)
+
+    async def admit_here(
+        self, record: ActorRecord, definition: ActorDefinition, history: dict[str, bytes]
+    ) -> str | None:
+        """Decide for a run woken while every live node runs this version (checked in
+        the run task, with the history it loads: the wake does not wait for it). No node
+        can take it: the version it must wait for, or ``None`` to run it here."""
+        recorded = _recorded_version(history)
+        if recorded is None or recorded == self.version:
+            return None
+        return await self._judge(record, definition, history, recorded)
+
+    async def _judge(
+        self,
+        record: ActorRecord,
+        definition: ActorDefinition,
+        history: dict[str, bytes],
+        recorded: str,
+    ) -> str | None:
+        """No live node runs ``recorded``: ``None`` if the history replays on this
+        node's code (the run continues here), else ``recorded`` (it waits)."""
         label = f"{record.name}/{record.actor_id}"
         try:
             verdict = await asyncio.wait_for(
@@ -91,7 +125,7 @@ class VersionPlacement:
             )
         except TimeoutError:
             _log.warning("judging workflow %s took over %.0f s: it waits", label, _JUDGE_TIMEOUT)
-            return Admission(history, waiting_for=recorded)
+            return recorded
         if not verdict.problem:
             _log.info(
                 "workflow %s started on code version %s, which no live node runs: its "
@@ -101,7 +135,7 @@ class VersionPlacement:
                 self.version,
                 verdict.outcome,
             )
-            return Admission(history)
+            return None
         _log.warning(
             "workflow %s waits for a node of code version %s: no live node runs it, and its "
             "history does not replay on %s (%s at %s)",
@@ -111,7 +145,7 @@ class VersionPlacement:
             verdict.outcome,
             verdict.location,
         )
-        return Admission(history, waiting_for=recorded)
+        return recorded
 
     async def hand_over(self, actor_id: str, node_id: str) -> None:
         """Wake the actor on ``node_id`` (an alarm found it due here, but its run belongs
