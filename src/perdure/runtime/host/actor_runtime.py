@@ -56,6 +56,7 @@ __all__ = ["ActorRuntime", "ResolveMethod"]
 T = TypeVar("T")
 _log = logging.getLogger("perdure.runtime")
 _DROP_GRACE = 1.0  # seconds the calls of a dropped instance have to answer
+_HANDED_OVER_RETRY_MS = 1000
 _MOVE_GRACE = 5.0  # seconds the calls of a held run's actor have to answer before it moves
 _STOPPED: dict[str, str] = {"sleep": "slept", "destroy": "destroyed", "shutdown": "stopped"}
 
@@ -521,6 +522,9 @@ class ActorRuntime:
         except PlacedByVersion as exc:
             if self.versions is not None:  # its run belongs on a node of its version
                 await self.versions.hand_over(actor_id, exc.owner_node)
+            # That node holds it now (or could not be reached): look again in a second,
+            # not at the scheduler's next pass.
+            return self.clock.now_ms() + _HANDED_OVER_RETRY_MS
         except ActorOwnedElsewhere as exc:
             return exc.expires_at
         return None
