@@ -1,12 +1,14 @@
 """The installed wheel's smoke test, run by scripts/smoke-wheel with a fresh venv's Python
 from a directory outside the checkout (so only the installed package can be imported).
 
-It writes a one-actor app, serves it with ``python -m perdure serve`` on a free loopback
-port and a data directory of its own, calls an action twice through the blocking client,
-loads the inspector page and one of the assets it links, prints pages of the installed
-documentation (``perdure docs edge``, and ``workflows/steps`` of the guide's folder),
-then stops the server with SIGTERM and expects exit status 0. Every wait is bounded.
-Exits 0 when all of it worked, 1 with the reason (and the server's output) when not.
+It writes a one-actor app (its action writes a row of the actor's SQL database too,
+``c.db``: apsw's wheel at work), serves it with ``python -m perdure serve`` on a free
+loopback port and a data directory of its own, calls an action twice through the
+blocking client, loads the inspector page and one of the assets it links, prints pages
+of the installed documentation (``perdure docs edge``, and ``workflows/steps`` of the
+guide's folder), then stops the server with SIGTERM and expects exit status 0. Every
+wait is bounded. Exits 0 when all of it worked, 1 with the reason (and the server's
+output) when not.
 """
 
 from __future__ import annotations
@@ -22,16 +24,25 @@ import urllib.request
 from pathlib import Path
 
 APP = """
-from perdure import actor, setup
+from perdure import actor, db, setup
+
+
+async def _migrate(database):
+    await database.execute("CREATE TABLE IF NOT EXISTS log (by INTEGER)")
+
 
 counter = actor(
     state={"count": 0},
+    db=db(on_migrate=_migrate),
     actions={"increment": lambda c, by=1: _increment(c, by)},
 )
 
 
-def _increment(c, by):
+async def _increment(c, by):
     c.state["count"] += by
+    await c.db.execute("INSERT INTO log (by) VALUES (?)", by)  # c.db: apsw's wheel
+    rows = await c.db.execute("SELECT sum(by) AS total FROM log")
+    assert rows[0]["total"] == c.state["count"]
     return c.state["count"]
 
 

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from perdure import ActorDefinition, actor, setup
-from perdure.errors import DefinitionError
+from perdure import ActorDefinition, actor, event, queue, setup
+from perdure.errors import ArgumentError, DefinitionError
 from perdure.runtime.actor.contexts import ActionContext, ActorContext
 from tests.support.runtimes import RuntimeFactory
 
@@ -146,3 +146,16 @@ def test_unknown_registry_option_and_bad_actor_name() -> None:
         setup(use={"a": actor(state={})}, max_input_siz=1)
     with pytest.raises(DefinitionError, match="Invalid actor name"):
         setup(use={"a b": actor(state={})})
+
+
+def test_event_and_queue_access_hooks_are_checked() -> None:
+    with pytest.raises(ArgumentError, match="can_subscribe"):
+        event(canSubscribe=lambda c: True)  # type: ignore[call-arg]
+    with pytest.raises(DefinitionError, match="can_publish"):
+        queue(can_publish="yes")  # type: ignore[arg-type]
+    guarded = actor(events={"a": event(can_subscribe=lambda c: True), "b": event()})
+    plain = actor(events={"a": event()})
+    setup(use={"guarded": guarded, "plain": plain})
+    assert guarded.subscriptions_guarded
+    assert not plain.subscriptions_guarded
+    assert guarded.has_state is False

@@ -43,6 +43,7 @@ _EXPORTS: dict[str, str] = {
     "UserError": "perdure.errors",
     "WorkflowContext": "perdure.workflows.context",
     "actor": "perdure.definition",
+    "db": "perdure.definition",
     "event": "perdure.definition",
     "queue": "perdure.definition",
     "setup": "perdure.registry",
@@ -75,6 +76,7 @@ __all__ = [
     "UserError",
     "WorkflowContext",
     "actor",
+    "db",
     "event",
     "queue",
     "setup",
@@ -96,7 +98,7 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
-    from perdure.definition import ActorDefinition, ActorOptions, actor, event, queue, workflow
+    from perdure.definition import ActorDefinition, ActorOptions, actor, db, event, queue, workflow
     from perdure.errors import (
         ActionNotFound,
         ActionTimedOut,

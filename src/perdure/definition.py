@@ -19,11 +19,13 @@ from perdure._names import keywords_checked
 from perdure._time import duration_seconds
 from perdure.errors import ActionNotFound, DefinitionError, InvalidRequest, QueueError
 from perdure.handles import WORKFLOW_ACTIONS, WORKFLOW_STATUS_ACTION
-from perdure.options import ActorOptions, seconds, suggest, with_option
+from perdure.options import ActorOptions, DatabaseSpec, db, seconds, suggest, with_option
 from perdure.queue_message import (
     DEFAULT_MAX_ATTEMPTS,
     DEFAULT_VISIBILITY_TIMEOUT,
+    QueueLimits,
     check_max_attempts,
+    queue_limits,
 )
 from perdure.schemas import (
     ArgConverter,
@@ -43,9 +45,11 @@ __all__ = [
     "ActionSpec",
     "ActorDefinition",
     "ActorOptions",
+    "DatabaseSpec",
     "EventSpec",
     "QueueSpec",
     "actor",
+    "db",
     "event",
     "queue",
     "seconds",
@@ -63,9 +67,12 @@ MISSING: Any = _Missing()
 
 @dataclass(frozen=True, slots=True)
 class EventSpec:
-    """An event an actor may broadcast; ``schema`` (any type pydantic understands) validates."""
+    """An event an actor may broadcast; ``schema`` (any type pydantic understands) validates.
+    ``can_subscribe(c)``: whether ``c.conn`` may subscribe to it (rivetkit's per-event
+    ``canSubscribe``)."""
 
     schema: Any = None
+    can_subscribe: Callable[..., Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,11 +87,22 @@ class QueueSpec:
     schema: Any = None
     visibility_timeout: float = DEFAULT_VISIBILITY_TIMEOUT
     max_attempts: int = DEFAULT_MAX_ATTEMPTS
+    limits: QueueLimits | None = None  # concurrency and rate, per key (docs/queues.md)
+    # rivetkit's per-queue canPublish: whether c.conn may send to the queue.
+    can_publish: Callable[..., Any] | None = None
 
 
-def event(schema: Any = None) -> EventSpec:
-    """Declare an event, optionally with a payload schema."""
-    return EventSpec(schema)
+@keywords_checked("event()")
+def event(schema: Any = None, *, can_subscribe: Callable[..., Any] | None = None) -> EventSpec:
+    """Declare an event, optionally with a payload schema and ``can_subscribe(c)``, which
+    answers whether the connection ``c.conn`` may subscribe to it (docs/edge.md)."""
+    return EventSpec(schema, _access_hook(can_subscribe, "event() can_subscribe"))
+
+
+def _access_hook(hook: Callable[..., Any] | None, what: str) -> Callable[..., Any] | None:
+    if hook is not None and not callable(hook):
+        raise DefinitionError(f"{what} must be a function of `c`, not {hook!r}.")
+    return hook
 
 
 @keywords_checked("queue()")
@@ -93,11 +111,28 @@ def queue(
     *,
     visibility_timeout: float | _dt.timedelta = DEFAULT_VISIBILITY_TIMEOUT,
     max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+    concurrency: int | None = None,
+    rate: tuple[int, float | _dt.timedelta] | None = None,
+    key: str | Callable[[Any], Any] | None = None,
+    can_publish: Callable[..., Any] | None = None,
 ) -> QueueSpec:
     """Declare a queue, optionally with a body schema, and the lease of its completable
-    messages outside workflows (seconds or ``timedelta``; ``max_attempts >= 1``)."""
+    messages outside workflows (seconds or ``timedelta``; ``max_attempts >= 1``).
+
+    ``concurrency`` (at most that many messages in progress at once) and ``rate``
+    (``(starts, period)``: at most ``starts`` receives per ``period`` seconds) limit the
+    queue per ``key``: a body field's name, or a function of the (plain) body, giving a
+    tenant id or the like; without ``key`` they hold for the whole queue. In progress:
+    received with ``completable=True`` and not yet completed (docs/queues.md).
+    ``can_publish(c)`` answers whether the connection ``c.conn`` may send to it
+    (rivetkit's per-queue ``canPublish``; docs/edge.md).
+    """
     timeout = duration_seconds(visibility_timeout, "queue() visibility_timeout")
-    return QueueSpec(schema, timeout, check_max_attempts(max_attempts, "queue() max_attempts"))
+    attempts = check_max_attempts(max_attempts, "queue() max_attempts")
+    limits = queue_limits(concurrency, rate, key)
+    return QueueSpec(
+        schema, timeout, attempts, limits, _access_hook(can_publish, "queue() can_publish")
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,12 +175,22 @@ HOOK_ARITY: dict[str, int] = {
     "on_state_change": 2,
     "on_before_action_response": 4,
     "on_error": 2,
+    "on_migrate": 2,
     "run": 1,
     # Raw handlers (docs/edge.md, "Raw handlers"): a Starlette Request / WebSocket.
     "on_request": 2,
     "on_websocket": 2,
 }
-_VALUE_FIELDS = ("state", "vars", "conn_state", "events", "queues", "actions", "options")
+_VALUE_FIELDS = (
+    "state",
+    "vars",
+    "conn_state",
+    "events",
+    "queues",
+    "actions",
+    "options",
+    "db",
+)
 # Schemas (any type pydantic's TypeAdapter accepts; docs/models.md).
 _SCHEMA_FIELDS = {
     "input": "input_schema",
@@ -167,6 +212,7 @@ class ActorDefinition:
     hooks: dict[str, Callable[..., Any]] = field(default_factory=dict)
     events: dict[str, EventSpec] | None = None
     queues: dict[str, QueueSpec] | None = None
+    db: DatabaseSpec | None = None
     raw_actions: dict[str, Any] = field(default_factory=dict)
     raw_options: ActorOptions | Mapping[str, Any] | None = None
     unknown: dict[str, Any] = field(default_factory=dict)
@@ -179,6 +225,11 @@ class ActorDefinition:
     name: str = ""
     options: ActorOptions = field(default_factory=ActorOptions)
     actions: dict[str, ActionSpec] = field(default_factory=dict)
+    # Declared with state (``state=``, ``create_state`` or ``state_schema=``): without,
+    # ``c.state`` raises ``actor.state_not_enabled`` as in rivetkit.
+    has_state: bool = False
+    # A can_subscribe hook (the actor's or an event's) guards subscriptions.
+    subscriptions_guarded: bool = False
 
     def action(self, fn_or_name: Callable[..., Any] | str | None = None) -> Any:
         """Register an action by decorator: ``@defn.action`` or ``@defn.action("name")``."""
@@ -345,9 +396,17 @@ class ActorDefinition:
         for hook_name, fn in self.hooks.items():
             _check_hook(name, hook_name, fn)
         self.options = ActorOptions.build(name, self.raw_options)
+        self.has_state = (
+            self.state is not MISSING
+            or "create_state" in self.hooks
+            or self.state_schema is not None
+        )
         self.actions = _flatten_actions(name, self.raw_actions)
         self.events = _check_specs(name, "events", self.events, EventSpec)
         self.queues = _check_specs(name, "queues", self.queues, QueueSpec)
+        self.subscriptions_guarded = "can_subscribe" in self.hooks or any(
+            spec.can_subscribe is not None for spec in (self.events or {}).values()
+        )
         for option in ("input", "conn_params"):
             schema = getattr(self, _SCHEMA_FIELDS[option])
             if schema is not None:
@@ -378,7 +437,9 @@ def actor(**config: Any) -> ActorDefinition:
     a client's subscription or queue send with ``auth.forbidden``; docs/edge.md);
     ``on_request(c, request)`` and ``on_websocket(c, websocket)`` (raw handlers, a
     Starlette ``Request``/``WebSocket``; docs/edge.md, "Raw handlers"); ``run(c)``;
-    ``options`` (see :class:`ActorOptions`). Hooks may be sync or async.
+    ``options`` (see :class:`ActorOptions`); ``db=db(on_migrate=...)`` (an SQL database,
+    ``c.db``; docs/storage.md) and ``on_migrate(c, is_new)``, which run at every start
+    before any other hook. Hooks may be sync or async.
     Schemas (pydantic models, dataclasses, TypedDicts; docs/models.md): ``input`` (the
     create input), ``conn_params``, ``state_schema`` (also taken from a model ``state``
     or ``create_state``'s return annotation); annotated action parameters are validated.
@@ -420,6 +481,10 @@ def _build_definition(kind: ActorKind, config: dict[str, Any]) -> ActorDefinitio
             definition.events = None if value is None else dict(value)
         elif key == "queues":
             definition.queues = None if value is None else dict(value)
+        elif key == "db":
+            if value is not None and not isinstance(value, DatabaseSpec):
+                raise DefinitionError("`db` takes what `db(...)` returns: db(on_migrate=...).")
+            definition.db = value
         elif key in ("state", "vars", "conn_state"):
             setattr(definition, key, value)
         elif key in _SCHEMA_FIELDS:

@@ -1,4 +1,5 @@
-"""An actor's options (:class:`ActorOptions`, docs/options.md) and durations in seconds.
+"""An actor's options (:class:`ActorOptions`, docs/options.md), durations in seconds, and
+``db()``, the spec of an actor's SQL database (docs/storage.md).
 
 Kept apart from :mod:`perdure.definition`, which uses them, so that each stays readable.
 """
@@ -8,13 +9,14 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 import difflib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
+from perdure._names import keywords_checked
 from perdure.errors import DefinitionError
 
-__all__ = ["ActorOptions", "Duration", "seconds", "suggest", "with_option"]
+__all__ = ["ActorOptions", "DatabaseSpec", "Duration", "db", "seconds", "suggest", "with_option"]
 
 Duration = float | int | _dt.timedelta
 
@@ -37,12 +39,17 @@ class ActorOptions:
     sleep_grace_period: float = 15.0
     state_save_interval: float = 1.0
     create_vars_timeout: float = 5.0
+    # rivetkit's onMigrateTimeout: db(on_migrate=...) and the on_migrate hook, each.
+    on_migrate_timeout: float = 30.0
     create_conn_state_timeout: float = 5.0
     on_before_connect_timeout: float = 5.0
     on_connect_timeout: float = 5.0
     # rivetkit's onSleepTimeout/onDestroyTimeout; the grace period still bounds the stop.
     on_sleep_timeout: float = 5.0
     on_destroy_timeout: float = 5.0
+    # rivetkit's runStopTimeout: how long a stop waits for `run` to return after the
+    # abort signal before cancelling it (within the grace period).
+    run_stop_timeout: float = 15.0
     no_sleep: bool = False
     max_queue_size: int = 1000
     max_queue_message_size: int = 65536
@@ -117,3 +124,31 @@ def suggest(name: str, candidates: Any) -> str:
     """`` (did you mean `x`?)`` for the closest of ``candidates``, or nothing."""
     close = difflib.get_close_matches(name, list(candidates), n=1)
     return f" (did you mean `{close[0]}`?)" if close else ""
+
+
+# An actor's SQL database is at most this large by default (``db(max_size=...)``).
+DEFAULT_DB_MAX_SIZE = 1 << 30
+
+
+@dataclass(frozen=True, slots=True)
+class DatabaseSpec:
+    """An actor's SQL database (``c.db``, docs/storage.md): ``on_migrate(db)`` runs at
+    every wake before any other hook, in one transaction; ``max_size`` bounds it
+    (bytes; ``db.full`` past it)."""
+
+    on_migrate: Callable[..., Any] | None = None
+    max_size: int = DEFAULT_DB_MAX_SIZE
+
+
+@keywords_checked("db()")
+def db(
+    on_migrate: Callable[..., Any] | None = None, *, max_size: int = DEFAULT_DB_MAX_SIZE
+) -> DatabaseSpec:
+    """Give the actor an SQL database (SQLite's dialect) that lives in the store with
+    its state: ``actor(db=db(on_migrate=migrate), ...)``, then ``await c.db.execute(sql,
+    *params)``. ``on_migrate`` (sync or async) receives the database."""
+    if on_migrate is not None and not callable(on_migrate):
+        raise DefinitionError("db(): `on_migrate` must be callable.")
+    if isinstance(max_size, bool) or not isinstance(max_size, int) or max_size < 65_536:
+        raise DefinitionError("db(): `max_size` is a number of bytes, at least 65536.")
+    return DatabaseSpec(on_migrate, max_size)

@@ -18,6 +18,7 @@ camelCase attribute (``message.createdAt``) fails naming the snake_case one.
 from __future__ import annotations
 
 import datetime as _dt
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -28,10 +29,13 @@ from perdure.errors import ArgumentError, QueueError
 __all__ = [
     "DEFAULT_MAX_ATTEMPTS",
     "DEFAULT_VISIBILITY_TIMEOUT",
+    "MAX_LIMIT_KEY_BYTES",
     "Completer",
+    "QueueLimits",
     "QueueMessage",
     "Releaser",
     "check_max_attempts",
+    "queue_limits",
 ]
 
 # The lease of a completable message received outside a workflow, unless its queue or
@@ -48,6 +52,111 @@ def check_max_attempts(value: object, what: str) -> int:
             f"{what} must be an integer of at least 1, not {value!r}.", code="invalid_max_attempts"
         )
     return value
+
+
+# A limit key (a tenant id …) and the name of the body field it is read from are at
+# most this many bytes of UTF-8: keys are shown by the admin API and stored with the
+# rate windows (docs/queues.md, "Concurrency and rate limits").
+MAX_LIMIT_KEY_BYTES = 256
+
+LimitKey = str | Callable[[Any], Any]
+
+
+@dataclass(frozen=True, slots=True)
+class QueueLimits:
+    """How many messages of a queue may be in progress at once (``concurrency``) and
+    start per period (``rate``: ``(starts, seconds)``), per limit key: the value of the
+    body's ``key`` field, or what ``key(body)`` returns; one key for the whole queue
+    when ``key`` is ``None``. See docs/queues.md, "Concurrency and rate limits"."""
+
+    concurrency: int | None = None
+    rate: tuple[int, float] | None = None
+    key: LimitKey | None = None
+
+    def key_of(self, body: Any) -> str:
+        """The limit key of a (plain) message body; ``queue.invalid_limit_key`` if the
+        body has none or it is not a string or integer of at most 256 bytes."""
+        if self.key is None:
+            return ""
+        if isinstance(self.key, str):
+            if not isinstance(body, Mapping) or self.key not in body:
+                raise QueueError(
+                    f"The queue's limits are per `{self.key}`, and this message has no "
+                    f"`{self.key}` field.",
+                    code="invalid_limit_key",
+                    metadata={"field": self.key},
+                )
+            value = body[self.key]
+        else:
+            value = self.key(body)
+        if isinstance(value, bool) or not isinstance(value, (str, int)):
+            raise QueueError(
+                f"A limit key is a string or an integer, not {value!r}.", code="invalid_limit_key"
+            )
+        key = str(value)
+        if len(key.encode("utf-8")) > MAX_LIMIT_KEY_BYTES:
+            raise QueueError(
+                f"A limit key is at most {MAX_LIMIT_KEY_BYTES} bytes.",
+                code="invalid_limit_key",
+                metadata={"max": MAX_LIMIT_KEY_BYTES},
+            )
+        return key
+
+
+def queue_limits(
+    concurrency: object, rate: object, key: object, call: str = "queue()"
+) -> QueueLimits | None:
+    """Check a queue's limits (``None`` when it has none); coded ``ArgumentError``s
+    name the option: ``invalid_concurrency``, ``invalid_rate``, ``invalid_limit_key``,
+    ``limit_key_without_limit``."""
+    if concurrency is None and rate is None:
+        if key is not None:
+            raise ArgumentError(
+                f"{call} key= says what the limits are per; give concurrency= or rate= too.",
+                code="limit_key_without_limit",
+            )
+        return None
+    if concurrency is not None and (
+        isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1
+    ):
+        raise ArgumentError(
+            f"{call} concurrency must be an integer of at least 1, not {concurrency!r}.",
+            code="invalid_concurrency",
+        )
+    return QueueLimits(concurrency, _checked_rate(rate, call), _checked_key(key, call))
+
+
+def _checked_rate(rate: object, call: str) -> tuple[int, float] | None:
+    if rate is None:
+        return None
+    problem = (
+        f"{call} rate is (starts, period): an integer of at least 1 and a positive "
+        f"duration (seconds or timedelta), not {rate!r}."
+    )
+    if not isinstance(rate, tuple) or len(rate) != 2:
+        raise ArgumentError(problem, code="invalid_rate")
+    starts, period = rate
+    if isinstance(starts, bool) or not isinstance(starts, int) or starts < 1:
+        raise ArgumentError(problem, code="invalid_rate")
+    try:
+        seconds = duration_seconds(period, f"{call} rate period")
+    except ArgumentError:
+        raise ArgumentError(problem, code="invalid_rate") from None
+    if seconds <= 0:
+        raise ArgumentError(problem, code="invalid_rate")
+    return starts, seconds
+
+
+def _checked_key(key: object, call: str) -> LimitKey | None:
+    if key is None or callable(key):
+        return key
+    if not isinstance(key, str) or not key or len(key.encode("utf-8")) > MAX_LIMIT_KEY_BYTES:
+        raise ArgumentError(
+            f"{call} key is the name of a body field (1 to {MAX_LIMIT_KEY_BYTES} bytes) or "
+            f"a function of the body, not {key!r}.",
+            code="invalid_limit_key",
+        )
+    return key
 
 
 class Completer(Protocol):

@@ -73,6 +73,14 @@ class ServerProcess:
         """True while the process is alive."""
         return self.process is not None and self.process.poll() is None
 
+    def __enter__(self) -> ServerProcess:
+        """``with ServerProcess(...) as server``: started, and killed at the end if running."""
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        if self.running:
+            self.kill()
+
     def start(self) -> ServerProcess:
         """Start the process and wait (bounded) until ``/health`` answers."""
         assert not self.running, "already running"

@@ -72,6 +72,11 @@ async def _listen(c: ActorContext) -> None:
         await c.save_state(immediate=True)
 
 
+def _store(c: Any, count: int) -> None:
+    c.kv.put_batch({f"book:{index}": {"n": index} for index in range(count)})
+    c.kv.put(b"\x00raw", "bytes")
+
+
 registry = setup(
     use={
         "onboarding": workflow(
@@ -95,6 +100,7 @@ registry = setup(
                 "later": _later,
             },
         ),
+        "shelf": actor(actions={"store": _store}),
         "listener": actor(
             state={"heard": []},
             queues={"inbox": queue()},

@@ -167,3 +167,18 @@ async def test_the_temporary_sqlite_file_is_removed_afterwards() -> None:
         await env.client.clock.get_or_create("c").ticks()
         assert store.path.exists()
     assert not store.path.parent.exists()
+
+
+async def test_kv_reads_what_an_actor_made_durable(env: ActorTestEnv) -> None:
+    shelf = env.client.shelf.get_or_create("s")
+    assert await env.kv(shelf) == []
+    await shelf.store(3)
+    actor_id = await shelf.resolve()
+    assert await env.kv(actor_id) == [
+        (b"\x00raw", "bytes"),
+        ("book:0", {"n": 0}),
+        ("book:1", {"n": 1}),
+        ("book:2", {"n": 2}),
+    ]
+    assert await env.kv(shelf, "book:", limit=2) == [("book:0", {"n": 0}), ("book:1", {"n": 1})]
+    assert await env.kv(shelf, b"\x00") == [(b"\x00raw", "bytes")]

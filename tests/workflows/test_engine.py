@@ -247,6 +247,8 @@ async def test_failed_step_retries_with_backoff_and_reports(rig: Rig) -> None:
     assert attempts[1] - attempts[0] >= 0.09  # 0.05 * 2^1
     assert attempts[2] - attempts[1] >= 0.19  # 0.05 * 2^2
     assert [e["step"]["willRetry"] for e in events] == [True, True]
+    # rivetkit's retryDelay (ms) beside retryAt (issue 34, 7).
+    assert [e["step"]["retryDelay"] for e in events] == [100, 200]
     assert (await status_of(rig))["output"] == "ok"
 
 
@@ -300,6 +302,7 @@ async def test_exhausted_step_fails_the_workflow_visibly(rig: Rig) -> None:
     assert status["error"]["code"] == "step_failed"
     assert "card declined" in status["error"]["message"]
     assert events[0]["step"]["willRetry"] is False
+    assert events[0]["step"]["retryDelay"] is None
     # The failed status is visible as soon as it is set; on_error hears of it right after.
     await eventually(lambda: "workflow" in events[-1])
 
@@ -325,6 +328,43 @@ async def test_try_step_returns_the_failure_and_replays_it(rig: Rig) -> None:
     await eventually(lambda: _len_is(results, 2))
     assert results == [(False, "critical"), (False, "critical")]
     assert calls == ["broken"]
+
+
+async def test_try_names_the_primitive_that_failed(rig: Rig) -> None:
+    # rivetkit's workflowTryActor: a try around a join names the join (issue 34, 7).
+    failures: list[Any] = []
+
+    def declined(step: StepContext) -> None:
+        raise CriticalError("card declined")
+
+    async def bad(ctx: WorkflowContext) -> None:
+        raise RuntimeError("join failed")
+
+    async def run(ctx: WorkflowContext) -> None:
+        async def flow(block: WorkflowContext) -> Any:
+            return await block.join("parallel", {"ok": lambda c: _ok(), "bad": bad})
+
+        joined = await ctx.try_("parallel-flow", flow)
+        charged = await ctx.try_("charge-flow", lambda block: block.step("charge", declined))
+        failures.extend([joined.failure, charged.failure])
+
+    await rig.start(setup(use={"wf": workflow(run=run)}))
+    await rig.wake("wf")
+    await eventually(lambda: _len_is(failures, 2))
+    joined, charged = failures
+    assert f"{joined['source']}:{joined['name']}" == "join:parallel"
+    assert (charged["source"], charged["name"]) == ("step", "charge")
+    assert charged["error"]["message"] == "card declined"
+    assert charged["step"] == {
+        "kind": "critical",
+        "stepName": "charge-flow/charge",
+        "attempts": 1,
+        "error": charged["error"],
+    }
+
+
+async def _ok() -> str:
+    return "ok"
 
 
 async def test_join_runs_branches_and_replays(rig: Rig) -> None:

@@ -29,11 +29,15 @@ HTTP status a server answers with. The tree::
     ├── AccessForbidden              auth.forbidden (403)         refused by access control
     │   └── AccessUnauthorized       auth.unauthorized (401)      no or a wrong server token
     ├── NoRawHandler                 actor.route_not_found (404)  no on_request/on_websocket
+    ├── StateNotEnabled              actor.state_not_enabled (500) c.state without state=
     ├── ScheduleNotFound             actor.schedule_not_found (404)
     ├── IdempotencyError             idempotency.* (400, 409)     a key too long, reused for
     │                                                             another request (409) …
     ├── KvError                      kv.* (400)                   c.kv: a key or value too
     │                                                             large, too many writes …
+    ├── DbError                      db.* (400, 507)              c.db: a statement SQLite
+    │                                                             refused, one that would
+    │                                                             escape the actor, full …
     ├── (storage)
     │   ├── StoreUnavailable         store.unavailable (503)      the store did not answer in
     │   │                                                         time; retry (Retry-After)
@@ -59,6 +63,8 @@ HTTP status a server answers with. The tree::
     │   ├── RouteNotFound            actor.route_not_found (404)  no route for this path
     │   ├── MethodNotAllowed         actor.method_not_allowed (405)
     │   ├── RequestRefused           request.* (400, 413, 431 …)  malformed, too large, slow
+    │   ├── GatewayQueryRefused      guard.query_* (400)          an unknown or repeated rvt-*
+    │   │                                                         query parameter
     │   │   └── ClientCapReached     request.too_many_* (429)     one address past its caps
     │   ├── OriginNotAllowed         cors.origin_not_allowed (403)
     │   ├── AdminDenied              admin.unauthorized/forbidden the admin surface refused
@@ -101,10 +107,12 @@ from __future__ import annotations
 from perdure.errors.actor import (
     AccessForbidden,
     AccessUnauthorized,
+    DbError,
     IdempotencyError,
     KvError,
     NoRawHandler,
     ScheduleNotFound,
+    StateNotEnabled,
 )
 from perdure.errors.base import (
     ActionNotFound,
@@ -140,6 +148,7 @@ from perdure.errors.cluster import (
 from perdure.errors.edge import (
     AdminDenied,
     ClientCapReached,
+    GatewayQueryRefused,
     MethodNotAllowed,
     NotLocal,
     NotStarted,
@@ -192,10 +201,12 @@ __all__ = [
     "ClientCapReached",
     "ClusterSecretMismatch",
     "CriticalError",
+    "DbError",
     "DeadLetterNotFound",
     "DefinitionError",
     "EngineSignal",
     "Evicted",
+    "GatewayQueryRefused",
     "HistoryDiverged",
     "IdempotencyError",
     "InternalError",
@@ -222,6 +233,7 @@ __all__ = [
     "RouteNotFound",
     "ScheduleError",
     "ScheduleNotFound",
+    "StateNotEnabled",
     "StateNotSerializable",
     "StepContextExpired",
     "StepExhausted",

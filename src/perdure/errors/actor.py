@@ -38,6 +38,19 @@ class NoRawHandler(PerdureError):
         )
 
 
+class StateNotEnabled(PerdureError):
+    """``c.state`` of an actor declared without ``state``/``create_state``:
+    ``actor.state_not_enabled`` (500; rivetkit's StateNotEnabled, its text)."""
+
+    default_code = "state_not_enabled"
+    status = 500
+
+    def __init__(self) -> None:
+        super().__init__(
+            "State not enabled. Must implement `create_state` or `state` to use state."
+        )
+
+
 class ScheduleNotFound(PerdureError):
     """``actor.schedule_not_found`` (404)."""
 
@@ -70,3 +83,24 @@ class KvError(PerdureError):
     group = "kv"
     default_code = "key_invalid"
     status = 400
+
+
+class DbError(PerdureError):
+    """A use of an actor's SQL database (``c.db``, docs/storage.md) refused or failed:
+    ``full`` (507: past the database's ``max_size``), ``forbidden`` (400: a statement
+    that could reach outside the actor, such as ``ATTACH`` or a pragma that changes how
+    the database is kept), ``sql`` (400: SQLite refused the statement; ``metadata``
+    names SQLite's error), ``closed`` (the actor has stopped), ``transaction`` (a
+    transaction used after it ended, or nested) and ``not_configured`` (the actor has
+    no ``db=``)."""
+
+    group = "db"
+    default_code = "sql"
+    status = 400
+
+    def __init__(self, message: str, *, code: str | None = None, metadata: Any = None) -> None:
+        super().__init__(message, code=code, metadata=metadata)
+        if code == "full":
+            self.status = 507  # type: ignore[misc]
+        elif code in ("closed", "not_configured"):
+            self.status = 500  # type: ignore[misc]

@@ -12,6 +12,7 @@ from perdure.errors.base import PerdureError
 __all__ = [
     "AdminDenied",
     "ClientCapReached",
+    "GatewayQueryRefused",
     "MethodNotAllowed",
     "NotLocal",
     "NotStarted",
@@ -53,6 +54,17 @@ class ClientCapReached(RequestRefused):
     def __init__(self, message: str, *, code: str, metadata: Any, retry_after: int) -> None:
         super().__init__(message, code=code, status=429, metadata=metadata)
         self.retry_after = retry_after
+
+
+class GatewayQueryRefused(PerdureError):
+    """The gateway's ``rvt-*`` query parameters name one it does not know, or one twice
+    (400 ``guard.query_invalid_params`` / ``guard.query_duplicate_param``): the Rivet
+    engine's gateway errors, text for text, so that a misspelt parameter is not silently
+    ignored (``rvt-skip-ready-wiat`` would otherwise just wait)."""
+
+    group = "guard"
+    default_code = "query_invalid_params"
+    status = 400
 
 
 class RouteNotFound(PerdureError):

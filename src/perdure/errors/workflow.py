@@ -64,6 +64,7 @@ class JoinError(WorkflowFailure):
             f"Join `{location}` failed in branch(es) {names}.",
             metadata={"join": location, "branches": {k: str(v) for k, v in errors.items()}},
         )
+        self.location = location
         self.errors = errors
 
 
@@ -77,6 +78,7 @@ class RaceError(WorkflowFailure):
             f"Every branch of race `{location}` failed.",
             metadata={"race": location, "branches": {k: str(v) for k, v in errors.items()}},
         )
+        self.location = location
         self.errors = errors
 
 

@@ -80,6 +80,14 @@ def error_code(error: BaseException) -> str:
 # ------------------------------------------------------------ what a scrape reads
 
 
+class _LiveQueue(Protocol):
+    """An awake actor's queue: its depth, and its limited queues' counts."""
+
+    def __len__(self) -> int: ...
+
+    def limit_counts(self) -> Mapping[str, tuple[int, int]]: ...
+
+
 class _LiveActor(Protocol):
     """An actor awake in this process, as a scrape sees it."""
 
@@ -90,7 +98,7 @@ class _LiveActor(Protocol):
     def conns(self) -> Sized: ...
 
     @property
-    def queue(self) -> Sized | None: ...
+    def queue(self) -> _LiveQueue | None: ...
 
     @property
     def waiting_for_version(self) -> str | None: ...
@@ -300,6 +308,17 @@ class MetricsObserver(Observer):
             "started on and their history does not replay on this node's (a cluster).",
             actor,
         )
+        queue = ["actor", "queue"]
+        self.in_progress = new.gauge(
+            "perdure_queue_in_progress",
+            "Messages of limited queues in progress (leased or held), actors awake here.",
+            queue,
+        )
+        self.waiting_for_slot = new.gauge(
+            "perdure_queue_waiting_for_slot",
+            "Visible messages of limited queues passed over: their key is at its limit.",
+            queue,
+        )
 
     # ---------------------------------------------------------------- timed work
 
@@ -367,6 +386,7 @@ class MetricsObserver(Observer):
         connections = dict.fromkeys(names, 0)
         depth = dict.fromkeys(names, 0)
         held = dict.fromkeys(names, 0)
+        limited: dict[tuple[str, str], tuple[int, int]] = {}
         for instance in runtime.live_instances():
             connections[instance.name] = connections.get(instance.name, 0) + len(instance.conns)
             if instance.waiting_for_version is not None:
@@ -374,6 +394,9 @@ class MetricsObserver(Observer):
             queue = instance.queue
             if queue is not None:
                 depth[instance.name] = depth.get(instance.name, 0) + len(queue)
+                for name, (busy, waiting) in queue.limit_counts().items():
+                    before = limited.get((instance.name, name), (0, 0))
+                    limited[instance.name, name] = (before[0] + busy, before[1] + waiting)
         stored = {name: await runtime.dispatch.count(name) for name in names}
         here = {name: awake.get(name, 0) for name in names}
         self.awake.replace({(name,): here[name] for name in names})
@@ -383,6 +406,9 @@ class MetricsObserver(Observer):
         self.connections.replace({(name,): connections.get(name, 0) for name in names})
         self.depth.replace({(name,): depth.get(name, 0) for name in names})
         self.waiting_for_version.replace({(name,): held.get(name, 0) for name in names})
+        # Per queue, summed over the actors and their keys: never a series per key.
+        self.in_progress.replace({labels: counts[0] for labels, counts in limited.items()})
+        self.waiting_for_slot.replace({labels: counts[1] for labels, counts in limited.items()})
 
     def exposition(self) -> bytes:
         """The registry in Prometheus' text format (``CONTENT_TYPE_LATEST``)."""

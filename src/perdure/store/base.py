@@ -516,6 +516,16 @@ class Store(ABC):
         """The stored values of the actor's KV ``keys``, in the order asked, ``None``
         for a key that has no record (store/kv.py). One round trip for the batch."""
 
+    # True for a store whose reads never wait (memory; SQLite, which reads its own file
+    # on the calling thread): it answers kv_get_inline, which c.db's page reads use
+    # from inside SQLite's synchronous callbacks (runtime/kernel/db.py).
+    reads_inline: bool = False
+
+    def kv_get_inline(self, actor_id: str, keys: Sequence[bytes]) -> list[bytes | None]:
+        """:meth:`kv_get` on the calling thread, not a coroutine (only where
+        ``reads_inline``)."""
+        raise NotImplementedError(f"{type(self).__name__} does not read inline")
+
     @abstractmethod
     async def kv_list(
         self,

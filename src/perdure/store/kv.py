@@ -29,6 +29,8 @@ from perdure.errors import KvError
 
 __all__ = [
     "BYTES_TAG",
+    "DB_PAGE_TAG",
+    "INTERNAL_TAG",
     "MAX_BATCH_KEYS",
     "MAX_KEY_SIZE",
     "MAX_VALUE_SIZE",
@@ -46,6 +48,14 @@ __all__ = [
 KvKey = str | bytes
 BYTES_TAG = b"b"
 STR_TAG = b"s"
+# The pages of the actor's SQL database (``c.db``) are KV records too, under a tag of
+# their own that no user key has, sorting after every user key: the user's lists and
+# ranges never reach them, and they ride in the commits and moves of the KV space.
+DB_PAGE_TAG = b"\xfe"
+# The engine's own records in an actor's KV space (a queue's rate windows): no user key
+# starts with it, and it sorts after every user key, so a listing of the user's keys
+# ends before it.
+INTERNAL_TAG = b"~"
 
 # The bounds of the KV space (errors kv.*, docs/storage.md). A key is at most 2 KiB (of
 # bytes, or of UTF-8: rivet's engine allows 2 KiB too); a value at most 1 MiB once

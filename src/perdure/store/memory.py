@@ -447,8 +447,14 @@ class MemoryStore(Store):
         found.sort(key=lambda pair: pair[1], reverse=True)
         return found[:limit]
 
+    reads_inline = True
+
     async def kv_get(self, actor_id: str, keys: Sequence[bytes]) -> list[bytes | None]:
         """The values of the actor's KV ``keys`` (``None``: no record)."""
+        return self.kv_get_inline(actor_id, keys)
+
+    def kv_get_inline(self, actor_id: str, keys: Sequence[bytes]) -> list[bytes | None]:
+        """:meth:`kv_get`, at once."""
         self._check_open()
         found = self._kv.get(actor_id)
         if found is None:

@@ -18,19 +18,22 @@ import datetime as _dt
 import math
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from perdure._time import duration_seconds, instant_ms
 from perdure.errors import ArgumentError
 from perdure.registry import Registry
 from perdure.runtime import ActorRuntime, ManualClock
 from perdure.store import MemoryStore, SQLiteStore, Store
+from perdure.store.encoding import decode_value
+from perdure.store.kv import INTERNAL_TAG, KvKey, decode_key, encode_key, prefix_end
 from perdure.testing.errors import SettleTimeout, TimeTravelError
 from perdure.testing.settle import WatchedStore, settle
 
 if TYPE_CHECKING:
     from types import TracebackType
 
+    from perdure.handles import Handle
     from perdure.runtime import LocalClient
 
 __all__ = ["ActorTestEnv", "StoreChoice"]
@@ -153,6 +156,25 @@ class ActorTestEnv:
     def now(self) -> _dt.datetime:
         """The clock's time (UTC)."""
         return _utc(self.clock.now_ms())
+
+    async def kv(
+        self, actor: str | Handle, prefix: KvKey | None = None, *, limit: int | None = None
+    ) -> list[tuple[KvKey, Any]]:
+        """The actor's KV records (``c.kv``; docs/storage.md) as its commits made them
+        durable, read from the store (a sleeping actor is not woken): ``(key, value)``
+        pairs in key order, keys as written (``str`` or ``bytes``), values decoded.
+        ``actor``: an id, or a handle (resolved first); ``prefix`` keeps the keys that
+        start with it (``None``: every key, ``bytes`` keys first); ``limit`` the first
+        ones."""
+        actor_id = actor if isinstance(actor, str) else await actor.resolve()
+        # The user's keys: not the engine's records (INTERNAL_TAG) nor c.db's pages.
+        start: bytes = b""
+        end: bytes | None = INTERNAL_TAG
+        if prefix is not None:
+            start = encode_key(prefix)
+            end = prefix_end(start)
+        rows = await self.store.kv_list(actor_id, start=start, end=end, limit=limit)
+        return [(decode_key(key), decode_value(value)) for key, value in rows]
 
     # ------------------------------------------------------------------ time
 

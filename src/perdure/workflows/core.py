@@ -60,6 +60,9 @@ class RunnerCore:
         self.waits: dict[object, int | None] = {}
         # The children whose end a wait is watching for, by id (workflows/children.py).
         self.child_signals: dict[str, asyncio.Event] = {}
+        # How many join or race branch sets are running: a branch can be cancelled while
+        # it waits for a commit, so commits are shielded then (see ``commit``).
+        self.branching = 0
         # Set once the stored history and status are loaded: until then ``status()``
         # knows only "pending" (a client's ``$workflow`` waits for it).
         self.loaded = asyncio.Event()
@@ -256,7 +259,16 @@ class RunnerCore:
     async def commit(self) -> None:
         """Stage history changes and wait until they (and the state) are durable."""
         self.stage()
-        await self.host.flush()
+        flushed = self.host.flush()
+        if self.branching:
+            # The commit is shared (with the other branches, and the store's own future
+            # on the quick path). A branch cancelled while it waits (a race's loser) must
+            # stop waiting, not cancel the commit for everyone: that read as a failed
+            # write and dropped the actor. Outside branches nothing cancels a waiting
+            # run, and the step's hot path keeps its one future.
+            await asyncio.shield(flushed)
+        else:
+            await flushed
 
     def publish(self, events: Events) -> None:
         """Hand a finished step's events (validated when it broadcast them) to the host:

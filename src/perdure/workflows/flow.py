@@ -51,7 +51,7 @@ from perdure.workflows.history import (
     validate_name,
 )
 from perdure.workflows.port import WorkflowHost
-from perdure.workflows.runner_support import error_info
+from perdure.workflows.runner_support import error_info, step_failure
 
 __all__ = ["FlowPrimitives"]
 
@@ -66,6 +66,22 @@ _SOURCES: dict[type[BaseException], str] = {
     ChildWorkflowFailed: "child",
     ChildWorkflowCancelled: "child",
 }
+
+
+def _try_failure(source: str, exc: Exception, try_name: str) -> dict[str, Any]:
+    """What ``ctx.try_`` returns for a failure it caught, as rivetkit's ``TryBlockFailure``:
+    ``name`` is the primitive that failed (a join's, a race's or a step's own name: a try
+    around a join named ``parallel`` reports ``join:parallel``); a child's failure and the
+    block's own exception name the try. A step's failure carries ``try_step``'s details
+    under ``step``, and its ``error`` is the step's own error."""
+    name = try_name
+    if isinstance(exc, (StepExhausted, JoinError, RaceError)):
+        name = exc.location.rpartition("/")[2]
+    failure: dict[str, Any] = {"source": source, "name": name, "error": error_info(exc)}
+    if isinstance(exc, StepExhausted):
+        failure["step"] = step_failure(exc)
+        failure["error"] = exc.error
+    return failure
 
 
 def _passes(exc: BaseException) -> bool:
@@ -155,17 +171,13 @@ class FlowPrimitives(RunnerCore):
             source = _SOURCES.get(type(exc), "block")
             if source not in catch:
                 raise
-            result = TryResult(
-                False, failure={"source": source, "name": location, "error": error_info(exc)}
-            )
+            result = TryResult(False, failure=_try_failure(source, exc, name))
         except (Divergence, PerdureError):
             raise
         except Exception as exc:
             if "block" not in catch:
                 raise
-            result = TryResult(
-                False, failure={"source": "block", "name": location, "error": error_info(exc)}
-            )
+            result = TryResult(False, failure=_try_failure("block", exc, name))
         entry.status = "completed"
         entry.data = {"ok": result.ok, "v": result.value, "f": result.failure}
         self.history.touch(location)
@@ -202,6 +214,7 @@ class FlowPrimitives(RunnerCore):
         """Every branch's result or exception, in order. A cancel landing in one branch
         stops the others at once (a step of theirs in progress included): the run is
         cancelled, and nothing of theirs is to be waited for."""
+        self.branching += 1
         tasks = [
             asyncio.ensure_future(self._branch(child_location(location, b), fn))
             for b, fn in branches.items()
@@ -219,6 +232,7 @@ class FlowPrimitives(RunnerCore):
                 if not task.done():
                     task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+            self.branching -= 1
         cancelled = next((t.exception() for t in tasks if _cancelled_run(t)), None)
         if cancelled is not None:
             raise cancelled
@@ -237,6 +251,7 @@ class FlowPrimitives(RunnerCore):
         if entry is not None and entry.status == "completed":
             return entry.data["w"], entry.data.get("o")
         entry = entry or self.history.record(location, Entry("race", "running"))
+        self.branching += 1
         tasks = {
             asyncio.ensure_future(self._branch(child_location(location, b), fn)): b
             for b, fn in branches
@@ -259,6 +274,7 @@ class FlowPrimitives(RunnerCore):
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+            self.branching -= 1
         if winner is None:
             raise RaceError(location, errors)
         for branch, _ in branches:

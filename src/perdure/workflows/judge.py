@@ -386,6 +386,9 @@ class _CheckQueue:
     def available(self, names: frozenset[str] | None, count: int) -> list[QueueMessageRecord]:
         raise Frontier("would wait for or take a message")
 
+    def check_receive(self, names: frozenset[str] | None, completable: bool, call: str) -> None:
+        raise Frontier("would wait for or take a message")
+
     def consume(self, records: Sequence[QueueMessageRecord], *, completable: bool) -> None:
         raise Frontier("would take a message")
 

@@ -109,6 +109,11 @@ class MessageQueue(Protocol):
         """Up to ``count`` unclaimed messages for ``names`` (all if None), oldest first."""
         ...
 
+    def check_receive(self, names: frozenset[str] | None, completable: bool, call: str) -> None:
+        """Refuse a receive the queues' limits do not allow (a receive that is not
+        completable, of a queue with a concurrency limit: ``queue.*``)."""
+        ...
+
     def consume(self, records: Sequence[QueueMessageRecord], *, completable: bool) -> None:
         """Claim messages: delete them with the next commit, or (``completable``) hold
         them until completed."""

@@ -54,6 +54,7 @@ class ReceivePrimitives(RunnerCore):
             self._report_traces([item.get("tp") for item in received])
             return [self._replayed_message(location, m) for m in received]
         wanted = message_names(names)
+        queue.check_receive(wanted, completable, "ctx.queue.next()")
         await self.gate()  # a live receive: a cancel lands here, a pause holds here
         if entry is None:
             data: dict[str, Any] = {}

@@ -8,14 +8,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from perdure.errors import PerdureError, WorkflowError
+from perdure.errors import PerdureError, StepExhausted, WorkflowError
 from perdure.workflows.context import StepContext
 from perdure.workflows.history import Entry
 
 if TYPE_CHECKING:
     from perdure.workflows.core import RunnerCore
 
-__all__ = ["RollbackRegistry", "error_info", "run_step_fn"]
+__all__ = ["RollbackRegistry", "error_info", "run_step_fn", "step_failure"]
 
 
 async def run_step_fn(
@@ -109,3 +109,14 @@ class RollbackRegistry:
             runner.history.touch(item.location)
             runner.publish(events)
             await runner.commit()
+
+
+def step_failure(exc: StepExhausted) -> dict[str, Any]:
+    """A step's terminal failure as ``ctx.try_step`` returns it (rivetkit's
+    ``TryStepFailure``), and as ``ctx.try_`` names it under ``step``."""
+    return {
+        "kind": exc.kind,
+        "stepName": exc.location,
+        "attempts": exc.attempts,
+        "error": exc.error,
+    }

@@ -10,7 +10,7 @@ from perdure.schemas import to_plain
 from perdure.workflows.context import StepContext, TryResult
 from perdure.workflows.core import RunnerCore
 from perdure.workflows.history import Entry, backoff_delay
-from perdure.workflows.runner_support import error_info, run_step_fn
+from perdure.workflows.runner_support import error_info, run_step_fn, step_failure
 
 __all__ = ["StepPrimitives"]
 
@@ -107,13 +107,14 @@ class StepPrimitives(RunnerCore):
         entry.data.update(
             {"a": attempts, "e": info, "fk": "exhausted" if kind == "error" else kind}
         )
+        retry_delay_ms: int | None = None
         if terminal:
             entry.status = "exhausted"
             entry.data.pop("r", None)
         else:
             entry.status = "failed"
-            delay = backoff_delay(attempts, *backoff)
-            entry.data["r"] = self.host.now_ms() + int(delay * 1000)
+            retry_delay_ms = int(backoff_delay(attempts, *backoff) * 1000)
+            entry.data["r"] = self.host.now_ms() + retry_delay_ms
         self.history.touch(location)
         await self.commit()
         self.host.observer.step_failed(self.host, location, attempts, not terminal)
@@ -129,6 +130,7 @@ class StepPrimitives(RunnerCore):
                     "maxRetries": max_retries,
                     "remainingRetries": max(0, max_retries - attempts + 1),
                     "willRetry": not terminal,
+                    "retryDelay": retry_delay_ms,  # milliseconds, as rivetkit's
                     "retryAt": entry.data.get("r"),
                     "error": info,
                 }
@@ -145,15 +147,7 @@ class StepPrimitives(RunnerCore):
         try:
             value = await context.step(name, fn, **options)
         except StepExhausted as exc:
-            return TryResult(
-                False,
-                failure={
-                    "kind": exc.kind,
-                    "stepName": exc.location,
-                    "attempts": exc.attempts,
-                    "error": exc.error,
-                },
-            )
+            return TryResult(False, failure=step_failure(exc))
         return TryResult(True, value)
 
 

@@ -186,3 +186,39 @@ async def test_actions_leave_no_cancelled_timers_behind() -> None:
         activity.leave()
     assert len(loop._scheduled) - before == 1  # type: ignore[attr-defined]
     activity.cancel_sleep()
+
+
+async def test_prevent_sleep_holds_the_actor_and_a_stop_waits_until_it_is_cleared() -> None:
+    owner = Owner()
+    activity = owner.tracker()
+    activity.set_prevent_sleep(True)
+    await _past_timeout()
+    assert owner.slept == 0
+    loop = asyncio.get_running_loop()
+    loop.call_later(TIMEOUT, activity.set_prevent_sleep, False)
+    started = loop.time()
+    await activity.wait_tracked(started + 1)
+    assert not activity.prevent_sleep
+    assert TIMEOUT / 2 <= loop.time() - started < 1
+    await _past_timeout()
+    assert owner.slept == 1
+    # Never cleared: the stop waits until its deadline only.
+    activity.set_prevent_sleep(True)
+    started = loop.time()
+    await activity.wait_tracked(started + TIMEOUT)
+    assert loop.time() - started < 1
+
+
+async def test_an_open_raw_socket_holds_the_actor_but_is_not_work_a_stop_waits_for() -> None:
+    owner = Owner()
+    activity = owner.tracker()
+    activity.socket_opened()
+    await _past_timeout()
+    assert owner.slept == 0
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    await activity.wait_idle(started + 1)  # returns at once: nothing in flight
+    assert loop.time() - started < 0.5
+    activity.socket_closed()
+    await _past_timeout()
+    assert owner.slept == 1

@@ -11,6 +11,7 @@ from perdure.errors import ActorAborted, ActorNotFound, StateNotSerializable
 from perdure.runtime.kernel.commits import CommitPipeline
 from perdure.store.base import ActorCommit, QueueMessageRecord, ScheduleFireRecord, ScheduleRecord
 from perdure.store.encoding import encode_value
+from perdure.store.kv import DB_PAGE_TAG
 from perdure.telemetry import Observers
 
 
@@ -206,6 +207,24 @@ async def test_a_closed_pipeline_refuses_late_flushes() -> None:
     with pytest.raises(ActorAborted):
         await pipeline.flush_now()
     assert sink.commits == []
+
+
+async def test_the_database_pages_do_not_count_as_the_users_kv_writes() -> None:
+    # c.kv bounds what one commit carries (kv.too_many_writes) by kv_writes(): the pages
+    # c.db stages beside them must not use that room.
+    pipeline = Actor().pipeline(Sink())
+    pipeline.put_kv(b"sa", b"1")
+    for number in range(5):
+        pipeline.put_page(DB_PAGE_TAG + number.to_bytes(4, "big"), b"page")
+    pipeline.put_page(DB_PAGE_TAG + (0).to_bytes(4, "big"), b"again")  # the same page
+    assert pipeline.kv_writes() == 1
+    pipeline.delete_pages(DB_PAGE_TAG + (3).to_bytes(4, "big"), b"\xff")
+    pipeline.delete_kv(b"sb")
+    assert pipeline.kv_writes() == 2
+    await pipeline.flush_now()
+    assert pipeline.kv_writes() == 0
+    pipeline.put_kv(b"sc", b"1")
+    assert pipeline.kv_writes() == 1
 
 
 async def test_a_state_past_the_warning_size_is_told_once_per_awake_actor(

@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -22,6 +21,7 @@ from perdure.runtime.admin.inspector import ActorInspector
 from perdure.store import SQLiteStore
 from perdure.testing import ActorTestEnv
 from tests.support.apps.later import SLEEP_S, registry
+from tests.support.early_clock import EarlyOnce
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -122,26 +122,6 @@ async def test_a_delayed_message_survives_a_restart(tmp_path: Path) -> None:
         assert await inbox.got() == ["after the restart"]
 
 
-class _EarlyOnce:
-    """The test's manual clock, except that the first reading after :attr:`early` is
-    set is one millisecond short: a timer run in the millisecond before its due time,
-    whose next reading falls in the due one (a real clock's loop may do that)."""
-
-    def __init__(self, inner: Any) -> None:
-        self.inner = inner
-        self.early = False
-
-    def now_ms(self) -> int:
-        now: int = self.inner.now_ms()
-        if self.early:
-            self.early = False
-            return now - 1
-        return now
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
-
-
 async def test_a_timer_run_just_before_the_due_time_still_delivers(env: ActorTestEnv) -> None:
     """The queue's timer once read the clock twice: a millisecond before the message
     was due to wake its receivers (none), then in the due millisecond to arm the next
@@ -154,7 +134,7 @@ async def test_a_timer_run_just_before_the_due_time_still_delivers(env: ActorTes
     assert instance.queue is not None
     await inbox.send("jobs", "due", delay=0.5)  # within its sleep_timeout: it stays awake
     leases = instance.queue.leases
-    clock = _EarlyOnce(leases._clock)
+    clock = EarlyOnce(leases._clock)
     leases._clock = clock
     clock.early = True
     await env.advance(0.5)

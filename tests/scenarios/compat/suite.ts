@@ -818,6 +818,212 @@ await check("kv-range", "listTextRange is [start, end), reversible with a limit;
 	return keys(await kv.listText(""));
 });
 
+// ------------------------------- c.db: rivetkit's actor-db and actor-db-raw driver tests
+
+// dbActorRaw (tests/support/apps/db_raw.py) is those tests' fixture actor written with
+// perdure's c.db; these are their checks, in their words where they fit.
+
+await check("db-raw-tables", "actor-db-raw: creates and queries tables (made by onMigrate), one database per actor", async () => {
+	const first = client.dbActorRaw.getOrCreate([key("db-raw-1")]);
+	await first.insertValue("Alice");
+	await first.insertValue("Bob");
+	const values = await first.getValues();
+	assert.deepEqual(values.map((row: any) => row.value), ["Alice", "Bob"]);
+	await client.dbActorRaw.getOrCreate([key("db-raw-2")]).insertValue("X");
+	assert.equal(await client.dbActorRaw.getOrCreate([key("db-raw-1")]).getCount(), 2);
+	assert.equal(await client.dbActorRaw.getOrCreate([key("db-raw-2")]).getCount(), 1);
+	return values.length;
+});
+
+await check("db-raw-nul", "actor-db-raw: round-trips text containing an embedded nul byte", async () => {
+	const row = await client.dbActorRaw.getOrCreate([key("db-raw-nul")]).insertValueAndReadBack("a\0b");
+	assert.equal(row.value, "a\0b");
+	assert.equal(row.hex_value, "610062");
+	assert.equal(row.sqlite_length, 1);
+	return row.hex_value;
+});
+
+await check("db-crud", "actor-db: CRUD, raw SQL and multi-statement exec", async () => {
+	const db = client.dbActorRaw.getOrCreate([key("db-crud")]);
+	const first = await db.insertValue("alpha");
+	const second = await db.insertValue("beta");
+	await db.updateValue(first.id, "alpha-updated");
+	assert.equal(await db.getValue(first.id), "alpha-updated");
+	await db.deleteValue(second.id);
+	assert.equal(await db.getCount(), 1);
+	assert.equal(await db.multiStatementInsert("gamma"), "gamma-updated");
+	return await db.getCount();
+});
+
+await check("db-transactions", "actor-db: transactions commit, roll back, run FIFO and park ordinary SQL", async () => {
+	const db = client.dbActorRaw.getOrCreate([key("db-tx")]);
+	await db.transactionCommit("commit");
+	await db.transactionRollback("rollback");
+	assert.equal(await db.getCount(), 1);
+	assert.deepEqual(await db.transactionExec(), ["commit", "exec-first", "exec-second"]);
+	assert.deepEqual(await db.transactionAutomaticRollback(), [{ id: 2, value: "after" }]);
+	await db.reset();
+	const values = await db.concurrentTransactions();
+	assert.deepEqual(values.slice(0, 2), ["first-start", "first-end"]);
+	assert.deepEqual(values.slice(2).sort(), ["second", "third"]);
+	assert.equal(await db.manualTransactionCompatibility(), 1);
+	return values;
+});
+
+// ------------------------------- rivetkit's own driver tests (issue 34): their fixtures
+
+await check("queue-signal-next", "c.queue.next(signal=) rejects with actor.aborted (actor-queue)", async () => {
+	const signalled = client.queueActor.getOrCreate([key("signal-abort-next")]);
+	assert.deepEqual(await signalled.waitForSignalAbort(), { group: "actor", code: "aborted" });
+	const destroyed = client.queueActor.getOrCreate([key("actor-abort-with-signal-next")]);
+	assert.deepEqual(await destroyed.waitForActorAbortWithSignal(), { group: "actor", code: "aborted" });
+});
+
+await check("queue-signal-iter", "c.queue.iter(signal=) ends quietly (actor-queue)", async () => {
+	const handle = client.queueActor.getOrCreate([key("signal-abort-iter")]);
+	assert.deepEqual(await handle.iterWithSignalAbort(), { ok: true });
+});
+
+await check("workflow-onError-retryDelay", "workflow on_error reports retry metadata, retryDelay included (actor-workflow)", async () => {
+	const handle = client.workflowErrorHookActor.getOrCreate([key("workflow-error-hook")]);
+	let state = await handle.getErrorState();
+	const deadline = Date.now() + 5000;
+	while ((state.attempts < 2 || state.events.length === 0) && Date.now() < deadline) {
+		await sleep(50);
+		state = await handle.getErrorState();
+	}
+	assert.equal(state.attempts, 2);
+	assert.equal(state.events.length, 1);
+	const step = state.events[0].step;
+	assert.deepEqual(
+		[step.stepName, step.attempt, step.willRetry, step.retryDelay, step.error.message],
+		["flaky", 1, true, 1, "workflow hook failed"],
+	);
+	return step;
+});
+
+await check("workflow-onError-effects", "workflow on_error updates state, broadcasts and enqueues (actor-workflow)", async () => {
+	const handle = client.workflowErrorHookEffectsActor.getOrCreate([key("workflow-error-effects")]);
+	const conn = connect(handle);
+	const heard = new Promise<any>((resolve) => conn.once("workflowError", resolve));
+	// On the connection, as rivetkit's test does: its subscription goes out before the call.
+	await conn.startWorkflow();
+	const event = await withTimeout(heard, 5000, "the workflowError event");
+	await conn.dispose();
+	const expected = ["flaky", 1, true, 1, "workflow hook failed"];
+	const fields = (e: any) => [e.step.stepName, e.step.attempt, e.step.willRetry, e.step.retryDelay, e.step.error.message];
+	assert.deepEqual(fields(event), expected);
+	assert.deepEqual(fields(await handle.receiveQueuedError()), expected);
+	let state = await handle.getErrorState();
+	const deadline = Date.now() + 5000;
+	while (state.attempts < 2 && Date.now() < deadline) {
+		await sleep(50);
+		state = await handle.getErrorState();
+	}
+	assert.deepEqual([state.attempts, state.errorCount], [2, 1]);
+	assert.deepEqual(fields(state.lastError), expected);
+	return event;
+});
+
+await check("workflow-try-join-name", "ctx.try_ names the failing join, join:parallel (actor-workflow)", async () => {
+	const handle = client.workflowTryActor.getOrCreate([key("workflow-try")]);
+	let state = await handle.getState();
+	const deadline = Date.now() + 5000;
+	while ((state.tryStepFailure === null || state.tryJoinFailure === null) && Date.now() < deadline) {
+		await sleep(50);
+		state = await handle.getState();
+	}
+	assert.equal(state.innerWrites, 1);
+	assert.deepEqual(state.tryStepFailure, { kind: "exhausted", message: "card declined", attempts: 1 });
+	assert.equal(state.tryJoinFailure, "join:parallel");
+	return state;
+});
+
+await check("large-payload-http", "HTTP actions: 64 KiB in, 1 MiB out (action-features, Large Payloads)", async () => {
+	const handle = client.largePayloadActor.getOrCreate([key("large")]);
+	const items = (n: number) => Array.from({ length: n }, (_, i) => `Item ${i} with some additional text to increase size`);
+	const within = await handle.processLargeRequest({ items: items(800) });
+	assert.deepEqual(within, { itemCount: 800, firstItem: items(1)[0], lastItem: items(800)[799] });
+	assertRivetError(
+		await rejection(handle.processLargeRequest({ items: items(1500) }), "1500 items"),
+		"message",
+		"incoming_too_long",
+	);
+	assert.equal((await handle.getLargeResponse(800)).items.length, 800);
+	const tooLong = await rejection(handle.getLargeResponse(20000), "20000 items");
+	assertRivetError(tooLong, "message", "outgoing_too_long");
+	return errorFields(tooLong);
+});
+
+await check("gateway-unknown-rvt-param", "an unknown rvt-* query parameter is refused (gateway-routing)", async () => {
+	const query = `rvt-namespace=default&rvt-method=getOrCreate&rvt-key=${key("rvt")}&rvt-runner=default`;
+	const url = `${endpoint}/gateway/compatRaw/request/api/hello?${query}`;
+	assert.equal((await fetch(url)).status, 200);
+	const response = await fetch(`${url}&rvt-bogus=invalid`);
+	assert.equal(response.ok, false);
+	assert.equal(response.status, 400);
+	const body = await response.json();
+	assert.deepEqual([body.group, body.code], ["guard", "query_invalid_params"]);
+	return body;
+});
+
+// ------------------------------------------- the lifecycle (rivetkit's driver tests)
+
+await check("lifecycle-run-first", "actor-run: run has started (its first tick done) when the first action is served", async () => {
+	const state = await client.lifeTicker.getOrCreate([key("ticker")]).get_state();
+	assert.equal(state.run_started, true);
+	assert.ok(state.ticks >= 1, `ticks: ${state.ticks}`);
+	return state;
+});
+
+await check("lifecycle-wait-until-before-sleep", "actor-sleep: conn.send from waitUntil before c.sleep() arrives before the close", async () => {
+	const conn = connect(client.lifeSleeper.getOrCreate([key("goodbye")]));
+	const { got } = collect(conn, "sleeping");
+	await conn.ready;
+	await conn.trigger_sleep();
+	await waitFor(() => got.length === 1, 3000, "the goodbye");
+	assert.deepEqual(got, [1]);
+	await conn.dispose();
+	return got;
+});
+
+await check("lifecycle-on-sleep-raw-websocket", "actor-sleep: onSleep sends to an open raw WebSocket (after 100 ms), then the sleep closes it", async () => {
+	const handle = client.lifeSleeper.getOrCreate([key("raw-sleep")]);
+	const ws = await handle.webSocket();
+	const got: string[] = [];
+	let closed: { code: number; reason: string } | null = null;
+	ws.addEventListener("message", (event: any) => got.push(String(event.data)));
+	ws.addEventListener("close", (event: any) => (closed = { code: event.code, reason: event.reason }));
+	await waitFor(() => got.length >= 1, 5000, "the greeting");
+	const started = Date.now();
+	await handle.trigger_sleep();
+	await waitFor(() => closed !== null, 5000, "the close");
+	assert.deepEqual(got, ["connected", "sleeping 1"]);
+	assert.deepEqual(closed, { code: 1000, reason: "actor.sleeping" });
+	assert.ok(Date.now() - started < 3000, "not after the grace period");
+	assert.deepEqual(await handle.counts(), { starts: 2, sleeps: 1 });
+	return { got, closed };
+});
+
+await check("lifecycle-call-during-start-then-destroy", "actor-lifecycle: a ping waiting for a start is served, then the destroy action destroys", async () => {
+	const handle = client.lifeSlowStart.getOrCreate([key("slow-start")]);
+	await handle.sleep(); // created, then asleep: the destroy below wakes it (300 ms)
+	const id = await handle.resolve();
+	const destroyed = handle.destroy();
+	await sleep(100);
+	assert.equal(await handle.ping(), "pong");
+	await destroyed;
+	const error = await rejection(client.lifeSlowStart.getForId(id).ping(), "a ping after the destroy");
+	assertRivetError(error, "actor", "not_found");
+	return { id };
+});
+
+await check("lifecycle-state-not-enabled", "actor-stateless: c.state of an actor without state is actor.state_not_enabled", async () => {
+	const error = await rejection(client.lifeStateless.getOrCreate([key("stateless")]).read_state(), "read_state");
+	assertRivetError(error, "actor", "state_not_enabled");
+	return errorFields(error);
+});
+
 // ------------------------------------------------------- the seed's other actor
 
 await check("seed-setup-teardown", "the seed's setupRunTeardownActor: set up once, then ticks every second", async () => {

@@ -102,6 +102,28 @@ REQUIRED_CHECKS: dict[str, set[str]] = {
         "errors-bad-arguments",
     },
     "c.kv: rivetkit's actor-kv driver test (issue 31)": {"kv-text", "kv-array-buffer", "kv-range"},
+    "c.db: rivetkit's actor-db and actor-db-raw driver tests (issue 31)": {
+        "db-raw-tables",
+        "db-raw-nul",
+        "db-crud",
+        "db-transactions",
+    },
+    "rivetkit's driver tests (issue 34, items 6, 7, 8, 10)": {
+        "queue-signal-next",
+        "queue-signal-iter",
+        "workflow-onError-retryDelay",
+        "workflow-onError-effects",
+        "workflow-try-join-name",
+        "large-payload-http",
+        "gateway-unknown-rvt-param",
+    },
+    "the lifecycle as rivetkit's driver tests see it (issue 34)": {
+        "lifecycle-run-first",
+        "lifecycle-wait-until-before-sleep",
+        "lifecycle-on-sleep-raw-websocket",
+        "lifecycle-call-during-start-then-destroy",
+        "lifecycle-state-not-enabled",
+    },
 }
 
 

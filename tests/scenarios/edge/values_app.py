@@ -40,5 +40,11 @@ box = actor(
     actions={"put": _put, "get": _get, "echo": _echo, "big": _big, "poison": _poison},
 )
 
-# Small frame limits, so the WebSocket cases are cheap to provoke.
-registry = setup(use={"box": box}, max_outgoing_message_size=262144)
+# Small frame limits, so the WebSocket cases are cheap to provoke; incoming HTTP actions
+# up to 20 MiB (the default is 64 KiB), so that bodies can be far over the decoding
+# budgets (docs/edge.md, "Budgets").
+registry = setup(
+    use={"box": box},
+    max_outgoing_message_size=262144,
+    max_incoming_message_size=20 * 1024 * 1024,
+)

@@ -94,6 +94,30 @@ async def test_outgoing_message_too_long(
     assert body["message"] == "Outgoing message too long"
 
 
+async def test_http_messages_have_the_message_size_limits(
+    server: ServerProcess, client: httpx.AsyncClient, key: str
+) -> None:
+    # The server app's limits: messages 4096 in, 8192 out; HTTP bodies 16384. An HTTP
+    # action or queue send is bounded like a frame, as in rivetkit (issue 34, 8).
+    url = gateway(server, "counter", "action/echo", key)
+    body = _error(await client.post(url, json={"args": ["x" * 10_000]}), 400)
+    assert (body["group"], body["code"], body["metadata"]) == (
+        "message",
+        "incoming_too_long",
+        {"limit": 4096},
+    )
+    body = _error(await _send(client, server, key, "x" * 10_000), 400)
+    assert (body["group"], body["code"]) == ("message", "incoming_too_long")
+    answer = await call(client, server, "counter", "big", [12_000], key)
+    body = _error(answer, 400)
+    assert (body["group"], body["code"], body["metadata"]) == (
+        "message",
+        "outgoing_too_long",
+        {"limit": 8192},
+    )
+    assert (await call(client, server, "counter", "big", [4_000], key)).status_code == 200
+
+
 async def test_method_not_allowed(
     server: ServerProcess, client: httpx.AsyncClient, key: str
 ) -> None:
@@ -121,3 +145,29 @@ def test_texts_of_conditions_a_request_cannot_cheaply_provoke() -> None:
         "capacity": 1024,
         "operation": "dispatch_action",
     }
+
+
+async def test_unknown_gateway_param(
+    server: ServerProcess, client: httpx.AsyncClient, key: str
+) -> None:
+    # The Rivet engine's gateway refuses an rvt-* name it does not know (issue 34, 10).
+    url = gateway(server, "counter", "action/getState", key, **{"rvt-bogus": "invalid"})
+    body = _error(await client.post(url, json={"args": []}), 400)
+    assert (body["group"], body["code"]) == ("guard", "query_invalid_params")
+    assert body["message"] == (
+        "invalid query gateway params: unknown field `bogus`, expected one of `namespace`, "
+        "`method`, `runner`, `pool`, `key`, `input`, `region`, `crash-policy`, `token`, "
+        "`skip-ready-wait`"
+    )
+    assert body["metadata"] == {"name": "rvt-bogus"}
+    # The actor was not created: the request is refused before any resolution.
+    missing = await call(client, server, "counter", "getState", [], key, "get")
+    assert missing.status_code == 404
+
+
+async def test_duplicate_gateway_param(server: ServerProcess, client: httpx.AsyncClient) -> None:
+    url = f"{server.url}/gateway/counter/action/getState?rvt-method=get&rvt-method=getOrCreate"
+    body = _error(await client.post(url, json={"args": []}), 400)
+    assert (body["group"], body["code"]) == ("guard", "query_duplicate_param")
+    assert body["message"] == "duplicate query gateway param: rvt-method"
+    assert body["metadata"] == {"name": "rvt-method"}

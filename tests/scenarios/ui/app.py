@@ -40,11 +40,18 @@ async def _tick(c: Any) -> None:
     await c.cron.every(name="tick", interval=0.3, action="add", args=["tick"], max_history=3)
 
 
+def _remember(c: Any, count: int) -> int:
+    # KV records for the inspector's KV card: `count` string keys and one bytes key.
+    c.kv.put_batch({f"note:{index:03d}": {"n": index} for index in range(count)})
+    c.kv.put(b"\x01raw", "under a bytes key")
+    return count
+
+
 notes = actor(
     state={"notes": []},
     queues={"inbox": queue()},  # nothing consumes it: its messages stay to be seen
     events={"added": event()},
-    actions={"add": _add, "fail": _fail, "plan": _plan, "tick": _tick},
+    actions={"add": _add, "fail": _fail, "plan": _plan, "tick": _tick, "remember": _remember},
     options={"min_cron_interval": 0.1},  # so that a test sees a cron job fire soon
 )
 

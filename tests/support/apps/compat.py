@@ -22,8 +22,14 @@
   JSON ``{by}``) with the new count and anything else with what it received;
   ``on_websocket`` greets with its path, then answers ``add`` with the new count and
   echoes other text. ``getCount`` reads the count the raw routes changed.
+- ``dbActorRaw``: the fixture actor of rivetkit's actor-db and actor-db-raw driver
+  tests, with ``c.db`` (tests/support/apps/db_raw.py)
 - ``kvActor``: the fixture actor of rivetkit's actor-kv driver test, with ``c.kv``
   (``tests/support/apps/kv.py``).
+- ``queueActor``, ``workflowErrorHookActor``, ``workflowTryActor``, ``largePayloadActor``:
+  fixture actors of rivetkit's driver tests (``tests/support/apps/parity.py``).
+- ``life*``: the actors of ``tests/support/apps/lifecycle.py`` (``lifeTicker``,
+  ``lifeSleeper`` …): rivetkit's lifecycle as its driver tests see it.
 """
 
 from __future__ import annotations
@@ -34,7 +40,10 @@ from examples.app import registry as examples_registry
 from pydantic import BaseModel
 
 from perdure import ActionContext, ActorContext, UserError, actor, event, queue, setup
+from tests.support.apps.db_raw import db_actor_raw
 from tests.support.apps.kv import kv_actor
+from tests.support.apps.lifecycle import actors as lifecycle_actors
+from tests.support.apps.parity import PARITY_ACTORS
 
 
 def _increment(c: ActionContext, by: int = 1) -> int:
@@ -193,5 +202,10 @@ registry = setup(
         "compatModels": compat_models,
         "compatRaw": compat_raw,
         "kvActor": kv_actor,
+        "dbActorRaw": db_actor_raw,
+        **PARITY_ACTORS,
+        # rivetkit's lifecycle, as its driver tests see it (issue 34): lifeTicker,
+        # lifeSleeper, lifeSlowStart, lifeStateless, lifeGuarded ...
+        **{f"life{name[0].upper()}{name[1:]}": a for name, a in lifecycle_actors().items()},
     }
 )

@@ -22,4 +22,10 @@ def _entries(c: Any) -> list[Any]:
 
 ledger = actor(state={"entries": []}, actions={"add": _add, "entries": _entries})
 
-registry = setup(use={"ledger": ledger})
+# One action big enough to fill a capped database file (test_disk_full): actions and
+# answers up to 4 MiB, above the 64 KiB / 1 MiB message limits of the default.
+registry = setup(
+    use={"ledger": ledger},
+    max_incoming_message_size=4 * 1024 * 1024,
+    max_outgoing_message_size=4 * 1024 * 1024,
+)

@@ -78,7 +78,7 @@ async def run_relay(ctx: WorkflowContext) -> None:
     await ctx.loop("jobs-loop", iteration)
 
 
-flaky = workflow(run=run_flaky, actions={"getState": get_state})
+flaky = workflow(state={}, run=run_flaky, actions={"getState": get_state})
 relay = workflow(
     state={"applied": []},
     queues={"jobs": queue()},

@@ -9,10 +9,17 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from perdure.errors import AccessForbidden, InternalError, PerdureError
+from perdure.errors import (
+    AccessForbidden,
+    ArgumentError,
+    DbError,
+    InternalError,
+    PerdureError,
+    StateNotEnabled,
+)
 from perdure.runtime.actor.connections import RequestInfo, current_request
 from perdure.runtime.kernel.core import AbortSignal, ActorCore, StopReason
 from perdure.store.kv_api import Kv
@@ -20,6 +27,7 @@ from perdure.store.kv_api import Kv
 if TYPE_CHECKING:
     from perdure.handles import Client
     from perdure.runtime.actor.connections import Connection
+    from perdure.runtime.kernel.db_api import Database
     from perdure.runtime.queues.actor_queue import ActorQueue
     from perdure.runtime.queues.receiver import QueueReceiver
     from perdure.runtime.schedules.api import ActorCron, ActorSchedule
@@ -67,12 +75,19 @@ class ActorContext:
 
         With a state schema (docs/models.md) it is the model, and an assigned value is
         converted to it (a dict becomes the model; ``state.invalid`` if it does not fit).
+        An actor declared without state has none: ``actor.state_not_enabled``.
         """
-        return self._instance.state
+        state = self._instance.state
+        if state is None and not self._instance.core.definition.has_state:
+            raise StateNotEnabled()
+        return state
 
     @state.setter
     def state(self, value: Any) -> None:
-        self._instance.state = self._instance.core.definition.adopt_state(value)
+        definition = self._instance.core.definition
+        if not definition.has_state:
+            raise StateNotEnabled()
+        self._instance.state = definition.adopt_state(value)
 
     @property
     def vars(self) -> Any:
@@ -167,6 +182,22 @@ class ActorContext:
         next commit, atomically with the state (an action's, once it returns)."""
         return Kv(self._instance.core.kv)
 
+    @property
+    def db(self) -> Database:
+        """The actor's SQL database (``db=db(...)`` in its definition; docs/storage.md):
+        ``await c.db.execute(sql, *params)`` returns rows as dicts; ``c.db.transaction()``.
+        Writes are durable with the next commit, atomically with the state."""
+        from perdure.runtime.kernel.db_api import Database
+
+        db = self._instance.core.db
+        if db is None:
+            raise DbError(
+                "This actor has no SQL database: give it one with "
+                "actor(db=db(on_migrate=...), ...).",
+                code="not_configured",
+            )
+        return Database(db)
+
     async def save_state(self, *, immediate: bool = False) -> None:
         """Persist the state: ``immediate=True`` waits until it is durable."""
         future = self._instance.core.request_flush()
@@ -180,6 +211,19 @@ class ActorContext:
     def wait_until(self, awaitable: Awaitable[T]) -> asyncio.Future[T]:
         """Run ``awaitable``; a shutdown waits for it (within the grace period)."""
         return self._instance.core.activity.wait_until(awaitable)
+
+    def set_prevent_sleep(self, prevent: bool) -> None:
+        """rivetkit's ``setPreventSleep``: while True the actor does not idle-sleep, and
+        a stop (``c.sleep()``, a shutdown) waits after ``on_sleep``, within the grace
+        period, for it to be set back to False. Not stored: a wake starts with False."""
+        if not isinstance(prevent, bool):
+            raise ArgumentError(f"set_prevent_sleep takes True or False, not {prevent!r}.")
+        self._instance.core.activity.set_prevent_sleep(prevent)
+
+    @property
+    def prevent_sleep(self) -> bool:
+        """What :meth:`set_prevent_sleep` last set (False at every wake)."""
+        return self._instance.core.activity.prevent_sleep
 
     def sleep(self) -> None:
         """Ask the actor to go to sleep now (takes effect after this call returns)."""
@@ -197,16 +241,34 @@ class ActorContext:
 async def check_access(
     instance: ContextTarget, conn: Connection, hook_name: str, name: str
 ) -> None:
-    """Ask the actor's ``can_subscribe``/``can_publish`` hook whether ``conn`` may use
-    event or queue ``name``: ``False`` refuses with 403 ``auth.forbidden`` (rivetkit's
-    canSubscribe/canPublish). The hook gets an action context (``c.conn``,
-    ``c.request``); an error it raises is the answer, a value other than a bool is a
-    mistake in the actor (logged, ``actor.internal_error``)."""
-    hook = instance.core.definition.hooks.get(hook_name)
-    if hook is None:
-        return
+    """Ask the access hooks whether ``conn`` may use event or queue ``name``: the event's
+    or queue's own (``event(can_subscribe=)``, ``queue(can_publish=)``, rivetkit's
+    per-event ``canSubscribe`` and per-queue ``canPublish``, called with ``c``), then the
+    actor's ``can_subscribe``/``can_publish`` (called with ``c`` and ``name``); both must
+    allow. ``False`` refuses with 403 ``auth.forbidden``. A hook gets an action context
+    (``c.conn``, ``c.request``); an error it raises is the answer, a value other than a
+    bool is a mistake in the actor (logged, ``actor.internal_error``)."""
+    definition = instance.core.definition
+    specs: Any = definition.events if hook_name == "can_subscribe" else definition.queues
+    spec = None if specs is None else specs.get(name)
+    own = None if spec is None else getattr(spec, hook_name)
+    if own is not None:
+        await _ask(instance, conn, hook_name, name, own)
+    hook = definition.hooks.get(hook_name)
+    if hook is not None:
+        await _ask(instance, conn, hook_name, name, hook, name)
+
+
+async def _ask(
+    instance: ContextTarget,
+    conn: Connection,
+    hook_name: str,
+    name: str,
+    hook: Callable[..., Any],
+    *args: Any,
+) -> None:
     try:
-        allowed = hook(ActionContext(instance, conn), name)
+        allowed = hook(ActionContext(instance, conn), *args)
         if inspect.isawaitable(allowed):
             allowed = await allowed
     except PerdureError:

@@ -23,8 +23,9 @@ from perdure.store.encoding import decode_value
 
 if TYPE_CHECKING:
     from perdure.runtime.actor.contexts import ActorContext
+    from perdure.runtime.kernel.core import ActorCore
 
-__all__ = ["await_action", "before_action_response", "call_hook", "run_create_hooks"]
+__all__ = ["await_action", "before_action_response", "call_hook", "migrate", "run_create_hooks"]
 
 _log = logging.getLogger("perdure.actor")
 
@@ -42,6 +43,22 @@ async def call_hook(fn: Callable[..., Any], *args: Any, timeout: float | None = 
                 return await result
         return await result
     return result
+
+
+async def migrate(core: ActorCore, context: ActorContext, is_new: bool) -> None:
+    """The migrations of a start, before any other hook: open the actor's database and
+    run its ``db(on_migrate=...)`` in one transaction, then the actor's
+    ``on_migrate(c, is_new)``. A failure fails the start (nothing of it is kept)."""
+    from perdure.runtime.kernel.db_api import Database
+
+    db = await core.open_db()
+    if db is not None and db.spec.on_migrate is not None:
+        on_migrate = db.spec.on_migrate
+        async with Database(db).transaction() as tx:
+            await call_hook(on_migrate, tx, timeout=core.options.on_migrate_timeout)
+    hook = core.definition.hooks.get("on_migrate")
+    if hook is not None:
+        await call_hook(hook, context, is_new, timeout=core.options.on_migrate_timeout)
 
 
 async def await_action(name: str, awaitable: Awaitable[Any], timeout: float) -> Any:

@@ -33,8 +33,10 @@ from perdure.runtime.actor.hooks import (
     await_action,
     before_action_response,
     call_hook,
+    migrate,
     run_create_hooks,
 )
+from perdure.runtime.actor.stopping import RawSockets, run_stop_sequence
 from perdure.runtime.actor.workflow_control import workflow_action
 from perdure.runtime.events.log import EventLog
 from perdure.runtime.kernel.core import (
@@ -74,8 +76,8 @@ class ActorInstance:
     __slots__ = tuple(
         """
         __weakref__ _claimed _run_task _stopped activity actor_id commits conns context
-        core definition events expiry host identity observer options queue record
-        schedules state stop_reason vars workflow
+        core definition events expiry host identity observer options queue raw_sockets
+        record schedules state stop_reason vars workflow
         """.split()  # noqa: SIM905
     )
 
@@ -135,6 +137,7 @@ class ActorInstance:
         self.workflow: WorkflowRunner | None = None
         self.schedules = ScheduleManager(core, self)
         self.expiry = IdleExpiry(self)
+        self.raw_sockets: RawSockets | None = None  # on_websocket sockets (stopping.py)
 
     def __str__(self) -> str:
         return f"actor {self.label}"
@@ -214,19 +217,21 @@ class ActorInstance:
         """Run the start sequence: (create_state, on_create,) create_vars, on_wake, run."""
         hooks = self.definition.hooks
         if self.definition.queues is not None:
-            records = await self.host.store.load_queue(self.actor_id)
-            self.queue = ActorQueue(self.core, records, next_id=self.record.queue_next_id)
+            self.queue = await ActorQueue.load(self.core, next_id=self.record.queue_next_id)
         wake_at = self.core.wake_at
         if wake_at is not None and wake_at <= self.host.clock.now_ms():
             self.core.write_wake_at(None)  # due alarms are handled now; sources re-arm the rest
         if self.queue is not None:
             self.queue.leases.start()  # the alarm of leases and nack delays still to come
         await self.schedules.load()  # before on_create/on_wake, which may upsert jobs
-        if not self.record.initialized:
-            await self._create()
-        else:
+        is_new = not self.record.initialized
+        if not is_new:
             stored = None if self.record.state is None else decode_value(self.record.state)
             self.state = self.definition.load_state(stored)
+        await migrate(self.core, self.context, is_new)  # before any other hook
+        if is_new:  # the first start: create_state (or state), on_create
+            await run_create_hooks(self.definition, self.context, self.record.input)
+            self.commits.mark_initialized()
         if not self._claimed:
             self.commits.store_generation(self.generation)  # this commit stores it, unfenced
         await self.request_flush()
@@ -240,15 +245,14 @@ class ActorInstance:
         if "on_wake" in hooks:
             await call_hook(hooks["on_wake"], self.context)
         self.status = "running"
-        self._start_run()
+        if self._start_run() and self.definition.kind != "workflow":
+            # As in rivetkit, `run` has begun (its code up to its first wait has run)
+            # before the first action is served: one turn of the loop lets its task go.
+            # (A workflow's run begins by reading its history: nothing to see sooner.)
+            await asyncio.sleep(0)
         self.schedules.start()  # drains overdue jobs (after on_wake), then fires on time
         self.activity.maybe_sleep()
         self.expiry.started(wake_at)
-
-    async def _create(self) -> None:
-        """The first start: ``create_state`` (or ``state``) and ``on_create``."""
-        await run_create_hooks(self.definition, self.context, self.record.input)
-        self.commits.mark_initialized()
 
     def request_stop(self, reason: StopReason) -> None:
         """Ask for sleep or destroy; it happens in the background (after the caller returns)."""
@@ -282,25 +286,12 @@ class ActorInstance:
             await asyncio.shield(self.stopped)
 
     async def run_stop_sequence(self) -> None:
-        """Abort, wind down work, on_sleep/on_destroy, close connections, final flush."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.options.sleep_grace_period
+        """Abort, wind down work, on_sleep/on_destroy, close connections, final flush
+        (:mod:`perdure.runtime.actor.stopping`)."""
         try:
-            await self._wind_down(deadline)
-            await self._run_stop_hook(deadline)
-            await self._close_connections()
-            await self.activity.wait_tracked(deadline)
-            await self.tasks.close(timeout=max(0.0, deadline - loop.time()))
-            if self.stop_reason == "destroy":
-                # No final flush: the data goes anyway, and a state that cannot be
-                # encoded must not keep a destroyed actor in the store.
-                await self.host.store.delete_actor(self.actor_id)
-            else:
-                await self.request_flush()
-        except Exception:
-            self.log.exception("stopping the actor failed")
+            await run_stop_sequence(self)
         finally:
-            self._mark_stopped()
+            await self._mark_stopped()
 
     async def crash(self) -> None:
         """Drop the instance without hooks or a final flush: after a failed write memory
@@ -311,32 +302,23 @@ class ActorInstance:
                 self.conns.pop(conn.id, None)
             await self.tasks.close(timeout=1.0)
         finally:
-            self._mark_stopped()
+            await self._mark_stopped()
 
-    def _mark_stopped(self) -> None:
+    async def _mark_stopped(self) -> None:
         self.status = "stopped"
         self.commits.close()
+        await self.core.close_db()
         stopped = self._stopped
         if stopped is not None and not stopped.done():
             stopped.set_result(None)
 
-    async def _wind_down(self, deadline: float) -> None:
-        """Let in-flight actions and the run handler finish within the grace period."""
-        loop = asyncio.get_running_loop()
-        await self.activity.wait_idle(deadline)
-        task = self._run_task
-        if task is not None and not task.done():
-            await asyncio.wait([task], timeout=max(0.0, deadline - loop.time()))
-            if not task.done():
-                task.cancel()
-                await asyncio.wait([task])
-
     # --------------------------------------------------------------- run handler
 
-    def _start_run(self) -> None:
+    def _start_run(self) -> bool:
+        """Start ``run`` (or the workflow) if the actor has one; True if it did."""
         run = self.definition.hooks.get("run")
         if run is None:
-            return
+            return False
         self.activity.run_started()
         if self.definition.kind == "workflow":
             from perdure.runtime.actor.workflow_host import start_workflow
@@ -345,6 +327,7 @@ class ActorInstance:
         else:
             coro = self._run(run)
         self._run_task = self.tasks.spawn(coro, name=f"run {self.actor_id}")
+        return True
 
     @property
     def run_task(self) -> asyncio.Task[None] | None:
@@ -374,27 +357,6 @@ class ActorInstance:
         while True:
             await asyncio.sleep(self.options.state_save_interval)
             self.request_flush()
-
-    async def _run_stop_hook(self, deadline: float) -> None:
-        destroying = self.stop_reason == "destroy"
-        hook_name = "on_destroy" if destroying else "on_sleep"
-        hook = self.definition.hooks.get(hook_name)
-        if hook is None:
-            return
-        limit = self.options.on_destroy_timeout if destroying else self.options.on_sleep_timeout
-        remaining = max(0.001, deadline - asyncio.get_running_loop().time())
-        timeout = min(limit, remaining) if limit else remaining
-        try:
-            await call_hook(hook, self.context, timeout=timeout)
-        except Exception:
-            self.log.exception("%s failed", hook_name)
-
-    async def _close_connections(self) -> None:
-        for conn in list(self.conns.values()):
-            conn.transport.close(
-                1000, f"actor.{'destroyed' if self.stop_reason == 'destroy' else 'sleeping'}"
-            )
-            await self.disconnect(conn)
 
     # ------------------------------------------------------------------ actions
 

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from perdure.errors import InternalError, NoRawHandler, PerdureError
 from perdure.runtime.actor.contexts import ActionContext
 from perdure.runtime.actor.hooks import call_hook
+from perdure.runtime.actor.stopping import ClosableSocket, RawSockets
 
 if TYPE_CHECKING:
     from perdure.runtime.actor.connections import Transport
@@ -26,7 +27,9 @@ async def serve_raw(
     """Call the actor's ``hook`` with its context and ``argument`` (the request or the
     socket) and return what it returns, in a transient connection opened with
     ``connection`` (params, transport) if given, like an action: the actor stays awake
-    while it runs, and its state changes are durable before this returns.
+    while it runs, and its state changes are durable before this returns. A socket is
+    not work a stop waits for: it stays open for ``on_sleep``, then the stop closes it
+    (:mod:`perdure.runtime.actor.stopping`).
 
     An exception of ``ends_normally`` (the client closing a socket) ends the hook as a
     return of ``None`` would. Any other failure that is not a :class:`PerdureError` is
@@ -35,7 +38,8 @@ async def serve_raw(
     if fn is None:
         raise NoRawHandler(instance.definition.name, hook)
     conn = None if connection is None else await instance.connect(*connection)
-    instance.enter()
+    socket = argument if hook == "on_websocket" else None
+    _begin(instance, socket)
     try:
         try:
             try:
@@ -52,6 +56,27 @@ async def serve_raw(
         instance.log.exception("%s failed", hook)
         raise InternalError() from exc
     finally:
-        instance.leave()
+        _end(instance, socket)
         if conn is not None:
             await instance.disconnect(conn)
+
+
+def _begin(instance: ActorInstance, socket: ClosableSocket | None) -> None:
+    """A request is work in flight (a stop waits for it); a socket is held open like a
+    connection: it keeps the actor awake, and a stop closes it after ``on_sleep``."""
+    if socket is None:
+        instance.enter()
+        return
+    if instance.raw_sockets is None:
+        instance.raw_sockets = RawSockets()
+    instance.raw_sockets.opened(socket)
+    instance.activity.socket_opened()
+
+
+def _end(instance: ActorInstance, socket: ClosableSocket | None) -> None:
+    if socket is None:
+        instance.leave()
+        return
+    assert instance.raw_sockets is not None  # made by _begin
+    instance.raw_sockets.closed(socket)
+    instance.activity.socket_closed()

@@ -15,14 +15,16 @@ from typing import TYPE_CHECKING, Any, Literal
 from perdure._version import __version__
 from perdure.errors import ActorNotFound, InvalidRequest
 from perdure.protocol.values import to_json_value
+from perdure.runtime.queues.limits import RATE_PREFIX, limits_view
 from perdure.store.base import ActorRecord, QueueMessageRecord, ScheduleRecord
 from perdure.store.encoding import decode_value
-from perdure.store.kv import decode_key, encode_key, prefix_end
+from perdure.store.kv import INTERNAL_TAG, decode_key, encode_key, prefix_end
 from perdure.workflows.control import shown_status
 from perdure.workflows.core import decode_history, decode_runs
 from perdure.workflows.history import Entry
 
 if TYPE_CHECKING:
+    from perdure.definition import ActorDefinition
     from perdure.runtime.actor.instance import ActorInstance
     from perdure.runtime.admin.view import RuntimeView
 
@@ -34,6 +36,8 @@ _SCAN_LIMIT = 5000
 _SCAN_PAGE = 500
 # Fires of a recurring job shown when it keeps no history count of its own.
 _FIRES_SHOWN = 20
+# Keys of a limited queue listed (those with the most in progress); the totals count all.
+_LIMIT_KEYS_SHOWN = 50
 
 
 def shown(value: Any) -> Any:
@@ -166,6 +170,7 @@ class ActorInspector:
             "connections": [] if instance is None else _connections(instance),
             "queue": [_message(message, message.id in held) for message in live],
             "dead_letters": [dead_letter(m) for m in queue if m.dead_at is not None],
+            "limits": await self._limits(actor_id, definition, live, held),
             "schedules": await self._schedules(actor_id),
             "workflow": None
             if definition is None or definition.kind != "workflow"
@@ -175,6 +180,27 @@ class ActorInspector:
                 "runs": _archived_runs(history),
             },
         }
+
+    async def _limits(
+        self,
+        actor_id: str,
+        definition: ActorDefinition | None,
+        live: list[QueueMessageRecord],
+        held: set[int],
+    ) -> dict[str, Any]:
+        """The limited queues (docs/queues.md): in progress per key, from the stored
+        leases, the held messages of the workflow's history and the rate windows."""
+        limits = {
+            name: spec.limits
+            for name, spec in ((definition.queues or {}) if definition else {}).items()
+            if spec.limits is not None
+        }
+        if not limits:
+            return {}
+        store = self._runtime.store
+        windows = await store.kv_list(actor_id, start=RATE_PREFIX, end=prefix_end(RATE_PREFIX))
+        now = self._runtime.clock.now_ms()
+        return limits_view(limits, live, held, windows, now, _LIMIT_KEYS_SHOWN)
 
     async def dead_letters(self, actor_id: str, queue: str | None) -> list[dict[str, Any]]:
         """The actor's dead letters (of one queue, if given), read from the store without
@@ -199,7 +225,9 @@ class ActorInspector:
         store = self._runtime.store
         if await store.get_actor(actor_id) is None:
             raise ActorNotFound()
-        start, end = b"", None
+        start = b""
+        # The user's keys, not the engine's (INTERNAL_TAG) nor c.db's pages (after it).
+        end: bytes | None = INTERNAL_TAG
         if prefix is not None:
             start = encode_key(prefix)
             end = prefix_end(start)

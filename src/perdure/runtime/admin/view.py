@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from perdure.runtime.actor.instance import ActorInstance
     from perdure.runtime.cluster.member import ClusterMember
     from perdure.runtime.dispatch.dispatcher import ActorDispatch
+    from perdure.runtime.kernel.clock import Clock
     from perdure.store.base import Store
     from perdure.telemetry import Observers
 
@@ -30,6 +31,11 @@ class RuntimeView(Protocol):
     @property
     def store(self) -> Store:
         """What survives a crash: the inspector reads it."""
+        ...
+
+    @property
+    def clock(self) -> Clock:
+        """The runtime's clock (what a lease or a rate window is measured on)."""
         ...
 
     @property

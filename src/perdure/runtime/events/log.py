@@ -131,8 +131,9 @@ class _Follower:
     def __init__(self, conn: Subscriber, sink: EventSink, filtered: bool) -> None:
         self.conn = conn
         self.sink = sink
-        # With a can_subscribe hook, only names the connection subscribed to (and so
-        # was allowed) are sent; otherwise a follower gets every event of the actor.
+        # With a can_subscribe hook (the actor's or an event's), only names the
+        # connection subscribed to (and so was allowed) are sent; otherwise a
+        # follower gets every event of the actor.
         self.filtered = filtered
         self.cursor = 0
         self.buffer: list[LoggedEvent] | None = []
@@ -243,7 +244,7 @@ class EventLog:
 
     async def follow(self, conn: Subscriber, since: Since, sink: EventSink) -> None:
         """Make ``conn`` a follower: send its backlog (or its gap), then live events."""
-        filtered = "can_subscribe" in self._core.definition.hooks
+        filtered = self._core.definition.subscriptions_guarded
         follower = _Follower(conn, sink, filtered)
         self.followers[conn.id] = follower
         try:

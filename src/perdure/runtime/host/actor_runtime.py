@@ -54,6 +54,8 @@ from perdure.telemetry import Observers
 __all__ = ["ActorRuntime", "ResolveMethod"]
 
 T = TypeVar("T")
+# How many turns of the event loop a stop gives the callers of a start to come in.
+_START_WAITER_TURNS = 100
 _log = logging.getLogger("perdure.runtime")
 _DROP_GRACE = 1.0  # seconds the calls of a dropped instance have to answer
 _HANDED_OVER_RETRY_MS = 1000
@@ -89,6 +91,9 @@ class ActorRuntime:
         # Store lookups by key in flight: concurrent requests for one key share one.
         self._finding: dict[tuple[str, Key], asyncio.Future[str | None]] = {}
         self._waking: dict[str, asyncio.Future[ActorInstance]] = {}
+        # How many callers wait for each actor's start: a stop asked for as the start
+        # ends lets them in first (rivetkit serves the calls queued during a start).
+        self._start_waiters: dict[str, int] = {}
         self._creating: dict[tuple[str, Key], asyncio.Future[str]] = {}
         self._tasks = TaskOwner("runtime")
         self.alarms = AlarmScheduler(self)
@@ -365,8 +370,34 @@ class ActorRuntime:
                 continue
             waking = self._waking.get(actor_id)
             if waking is not None:
-                return await asyncio.shield(waking)
+                return await self._wait_for_start(actor_id, waking)
             return await self._wake(actor_id, record)
+
+    async def _wait_for_start(
+        self, actor_id: str, waking: asyncio.Future[ActorInstance]
+    ) -> ActorInstance:
+        """Wait for a start under way, counted (see :meth:`_let_start_waiters_in`)."""
+        waiters = self._start_waiters
+        waiters[actor_id] = waiters.get(actor_id, 0) + 1
+        try:
+            return await asyncio.shield(waking)
+        finally:
+            # Counted down as the caller resumes: it then enters the actor (an action,
+            # a connect) before it next yields to the loop.
+            left = waiters[actor_id] - 1
+            if left:
+                waiters[actor_id] = left
+            else:
+                del waiters[actor_id]
+
+    async def _let_start_waiters_in(self, actor_id: str) -> None:
+        """Before a stop is claimed: let the callers that waited for the actor's start
+        resume and enter it (they came before the stop; the stop then waits for their
+        work). They resume within a few turns of the loop once the start is done."""
+        for _ in range(_START_WAITER_TURNS):
+            if not self._start_waiters.get(actor_id):
+                return
+            await asyncio.sleep(0)
 
     async def _wake(self, actor_id: str, record: ActorRecord | None = None) -> ActorInstance:
         if self._closing or (self.cluster is not None and self.cluster.draining):
@@ -412,6 +443,7 @@ class ActorRuntime:
             self._admissions.pop(actor_id, None)
             instance.abort.fire()
             await instance.tasks.close(timeout=1)
+            await instance.core.close_db()
             await self._release(instance)
             if isinstance(exc, Exception) and not isinstance(exc, PerdureError):
                 # A failing hook (create_state, on_wake …) is an internal error for the
@@ -427,11 +459,20 @@ class ActorRuntime:
 
     def schedule_stop(self, instance: ActorInstance, reason: StopReason) -> None:
         """Stop an instance in the background (sleep or destroy). It takes no new work
-        from this moment on: later calls wait for the stop and wake the actor again."""
-        if instance.claim_stop(reason):
+        from this moment on (once the callers that waited for its start are in): later
+        calls wait for the stop and wake the actor again."""
+        if self._start_waiters.get(instance.actor_id):
+            name = f"stop {instance.actor_id}"
+            self.spawn(self._stop_instance(instance, reason), name=name)
+        elif instance.claim_stop(reason):
             self.spawn(self._finish_stop(instance), name=f"stop {instance.actor_id}")
 
     async def _stop_instance(self, instance: ActorInstance, reason: StopReason) -> None:
+        await self._let_start_waiters_in(instance.actor_id)
+        if reason == "destroy" and instance.status == "stopping":
+            # Asked for (c.destroy()) while the start's callers came in, and a sleep
+            # began meanwhile: it becomes a destroy, as ActorInstance.request_stop does.
+            instance.stop_reason = "destroy"
         if instance.claim_stop(reason):
             await self._finish_stop(instance)
         else:

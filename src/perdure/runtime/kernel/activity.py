@@ -1,8 +1,9 @@
 """What keeps one actor awake, and the sleep timer that runs when nothing does.
 
 An actor is idle when no work is in flight (actions, connects, fires, ``keep_awake``
-tasks), it has no connection, and its run handler is absent or waiting in a way that
-allows sleep (a queue wait, a long workflow sleep). Idle for ``sleep_timeout`` seconds,
+tasks), it has no connection and no open raw socket, ``c.set_prevent_sleep(True)`` is not
+in force, and its run handler is absent or waiting in a way that allows sleep (a queue
+wait, a long workflow sleep). Idle for ``sleep_timeout`` seconds,
 it is put to sleep (DESIGN §3.5).
 
 The sleep timer is re-armed lazily: work that starts while it is armed only marks it
@@ -55,11 +56,14 @@ class ActivityTracker:
         "_idle_since",
         "_no_sleep",
         "_owner",
+        "_prevent_cleared",
         "_sleep_timeout",
         "_sleep_timer",
+        "_sockets",
         "_stale",
         "_tracked",
         "entered",
+        "prevent_sleep",
         "run_active",
         "run_sleep_ok",
     )
@@ -89,6 +93,11 @@ class ActivityTracker:
         # most awake actors never track any).
         self._tracked: set[asyncio.Future[Any]] | None = None
         self.entered = 0  # work started, counted (the idle expiry: "nothing since")
+        # Raw sockets (on_websocket) open: they hold the actor awake like connections,
+        # but a stop does not wait for them to end: it closes them (actor/stopping.py).
+        self._sockets = 0
+        self.prevent_sleep = False  # c.set_prevent_sleep(True)
+        self._prevent_cleared: asyncio.Event | None = None  # made by a stop that waits
         self.run_active = False
         self.run_sleep_ok = False
 
@@ -119,8 +128,28 @@ class ActivityTracker:
         return (
             self._active == 0
             and not len(self._connections)
+            and not self._sockets
+            and not self.prevent_sleep
             and (not self.run_active or self.run_sleep_ok)
         )
+
+    def socket_opened(self) -> None:
+        """A raw socket opened: it holds the actor awake until it closes."""
+        self._sockets += 1
+        self.changed()
+
+    def socket_closed(self) -> None:
+        """A raw socket closed."""
+        self._sockets -= 1
+        self.changed()
+
+    def set_prevent_sleep(self, prevent: bool) -> None:
+        """``c.set_prevent_sleep``: while True the actor does not idle-sleep, and a stop
+        waits (within its grace period) for it to be cleared after ``on_sleep``."""
+        self.prevent_sleep = prevent
+        if not prevent and self._prevent_cleared is not None:
+            self._prevent_cleared.set()
+        self.changed()
 
     def run_started(self) -> None:
         """The run handler started: it holds the actor awake unless it waits."""
@@ -223,8 +252,17 @@ class ActivityTracker:
                     await self._idle_event.wait()
 
     async def wait_tracked(self, deadline: float) -> None:
-        """Wait (until ``deadline``, loop time) for ``keep_awake``/``wait_until`` work."""
-        pending = [f for f in self._tracked or () if not f.done()]
-        if pending:
-            remaining = max(0.0, deadline - asyncio.get_running_loop().time())
-            await asyncio.wait(pending, timeout=remaining)
+        """Wait (until ``deadline``, loop time) for ``keep_awake``/``wait_until`` work,
+        and for ``prevent_sleep`` to be cleared; work started meanwhile is waited for too."""
+        loop = asyncio.get_running_loop()
+        while loop.time() < deadline:
+            pending = [f for f in self._tracked or () if not f.done()]
+            if pending:
+                await asyncio.wait(pending, timeout=max(0.0, deadline - loop.time()))
+            elif self.prevent_sleep:
+                cleared = self._prevent_cleared = asyncio.Event()
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout_at(deadline):
+                        await cleared.wait()
+            else:
+                return

@@ -35,6 +35,7 @@ from perdure.store.base import (
     ScheduleRecord,
 )
 from perdure.store.encoding import encode_value
+from perdure.store.kv import DB_PAGE_TAG
 from perdure.telemetry import ActorFacts, Observers
 
 __all__ = ["CommitPipeline", "CommitSink", "KvSettled", "StateOwner"]
@@ -97,11 +98,12 @@ class CommitPipeline:
         "_next_flush",
         "_on_failure",
         "_owner",
+        "_pages",
         "_pending",
         "_poisoned",
         "_state_schema",
-        "_state_written",
         "_state_warning",
+        "_state_written",
         "_store",
     )
 
@@ -134,6 +136,7 @@ class CommitPipeline:
         self._fence = fence
         self._last_state = last_state
         self._pending = ActorCommit(actor_id, fence=fence)
+        self._pages = 0  # of the pending KV writes, how many are c.db's pages
         self._next_flush: asyncio.Future[None] | None = None
         self._last_commit: asyncio.Future[None] | None = None
         self._closed = False
@@ -261,10 +264,26 @@ class CommitPipeline:
         pending.kv_delete = {k for k in pending.kv_delete if not inside(k)}
         pending.kv_delete_range.append((start, end))
 
-    def kv_writes(self) -> int:
-        """How many KV writes the next commit carries so far."""
+    def put_page(self, key: bytes, value: bytes) -> None:
+        """Write a page of the actor's database (a KV record of its own tag)."""
+        if key not in self._pending.kv_put:
+            self._pages += 1
+        self.put_kv(key, value)
+
+    def delete_pages(self, start: bytes, end: bytes) -> None:
+        """Delete the database's pages in ``[start, end)`` (it shrank)."""
+        self.delete_kv_range(start, end)
         pending = self._pending
-        return len(pending.kv_put) + len(pending.kv_delete) + len(pending.kv_delete_range)
+        self._pages = sum(1 for key in pending.kv_put if key[:1] == DB_PAGE_TAG) + sum(
+            1 for low, _ in pending.kv_delete_range if low[:1] == DB_PAGE_TAG
+        )
+
+    def kv_writes(self) -> int:
+        """How many of the user's KV writes the next commit carries so far (the
+        database's pages aside: ``kv.too_many_writes`` bounds what ``c.kv`` stages)."""
+        pending = self._pending
+        staged = len(pending.kv_put) + len(pending.kv_delete) + len(pending.kv_delete_range)
+        return staged - self._pages
 
     def on_kv_settled(self, callback: KvSettled) -> None:
         """Tell ``callback`` what each commit that carried KV writes settled, once
@@ -345,10 +364,12 @@ class CommitPipeline:
         the pipeline).
         """
         commit, self._pending = self._pending, ActorCommit(self._actor_id, fence=self._fence)
+        pages, self._pages = self._pages, 0
         try:
             self._add_state(commit)
         except PerdureError as exc:
             self._pending = commit  # nothing was written: keep its other writes for later
+            self._pages = pages
             self._poison(exc)
             raise
         if commit.is_empty():

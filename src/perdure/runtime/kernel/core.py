@@ -33,6 +33,7 @@ from perdure.runtime.kernel.tasks import TaskOwner
 
 if TYPE_CHECKING:
     from perdure.definition import ActorDefinition
+    from perdure.runtime.kernel.db import ActorDb
     from perdure.store.base import Store
     from perdure.telemetry import Observers
 
@@ -121,6 +122,7 @@ class ActorCore:
     __slots__ = (
         "_alarm_sink",
         "_alarms",
+        "_db",
         "_keys",
         "_kv",
         "_logger",
@@ -175,6 +177,7 @@ class ActorCore:
         self._logger: logging.LoggerAdapter[logging.Logger] | None = None
         self._keys: IdempotencyKeys | None = None  # made by the first keyed request
         self._kv: ActorKv | None = None  # made by the first use of c.kv
+        self._db: ActorDb | None = None  # opened at start when the actor has db=
         # Alarms by source ("workflow", "schedule", "queue"); the earliest is the stored
         # wake_at.
         self._alarms: dict[str, int] | None = None
@@ -236,6 +239,29 @@ class ActorCore:
         if kv is None:
             kv = self._kv = ActorKv(self)
         return kv
+
+    @property
+    def db(self) -> ActorDb | None:
+        """The actor's SQL database (``c.db``), once opened; ``None`` without ``db=``."""
+        return self._db
+
+    async def open_db(self) -> ActorDb | None:
+        """Open the actor's SQL database if it has one (at start, before any hook)."""
+        spec = self.definition.db
+        if spec is None:
+            return None
+        from perdure.runtime.kernel.db import ActorDb  # apsw: only for actors with db=
+
+        db = ActorDb(self.kv, spec, inline=self.store.reads_inline)
+        await db.open()
+        self._db = db
+        return db
+
+    async def close_db(self) -> None:
+        """Close the SQL database (the actor has stopped)."""
+        db = self._db
+        if db is not None:
+            await db.close()
 
     @property
     def running(self) -> bool:

@@ -49,6 +49,22 @@ class ActorKv:
             return await self._listed(start, end, reverse, limit)
         return await self._overlay.snapshot().scan(start, end, reverse, limit, self._listed)
 
+    def get_inline(self, keys: Sequence[bytes]) -> list[bytes | None]:
+        """:meth:`get` on the calling thread, for a store that ``reads_inline``."""
+        core = self._core
+        found: list[bytes | None] = []
+        missing: list[int] = []
+        for index, key in enumerate(keys):
+            decided, value = self._overlay.lookup(key)
+            found.append(value)
+            if not decided:
+                missing.append(index)
+        if missing:
+            stored = core.store.kv_get_inline(core.actor_id, [keys[i] for i in missing])
+            for index, value in zip(missing, stored, strict=True):
+                found[index] = value
+        return found
+
     async def _stored(self, keys: Sequence[bytes]) -> list[bytes | None]:
         core = self._core
         return await core.store.kv_get(core.actor_id, keys)
@@ -70,6 +86,16 @@ class ActorKv:
         """Stage a delete."""
         self._overlay.put(key, None)
         self._core.commits.delete_kv(key)
+
+    def put_page(self, key: bytes, value: bytes) -> None:
+        """Stage a page of the actor's database (``c.db``; not one of the user's writes)."""
+        self._overlay.put(key, value)
+        self._core.commits.put_page(key, value)
+
+    def delete_pages(self, start: bytes, end: bytes) -> None:
+        """Stage the delete of the database's pages in ``[start, end)``."""
+        self._overlay.delete_range(start, end)
+        self._core.commits.delete_pages(start, end)
 
     def delete_range(self, start: bytes, end: bytes | None) -> None:
         """Stage a range delete."""

@@ -22,7 +22,9 @@ from perdure._time import send_delay, send_due_at
 from perdure.errors import ActorAborted, QueueError
 from perdure.queue_message import QueueMessage
 from perdure.runtime.kernel.clock import wait_first
+from perdure.runtime.kernel.core import AbortSignal
 from perdure.runtime.queues.leases import QueueLeases
+from perdure.runtime.queues.limits import QueueLimiter
 from perdure.schemas import to_plain
 from perdure.store.base import QueueMessageRecord
 from perdure.store.encoding import decode_value, encode_value
@@ -30,7 +32,16 @@ from perdure.store.encoding import decode_value, encode_value
 if TYPE_CHECKING:
     from perdure.runtime.kernel.core import ActorCore
 
-__all__ = ["ActorQueue", "QueueMessage", "QueueSendResult"]
+__all__ = ["ActorQueue", "QueueMessage", "QueueSendResult", "StopSignal", "stop_signal_fired"]
+
+# What a receive's ``signal=`` may be (rivetkit's AbortSignal): an ``asyncio.Event``, whose
+# ``set()`` stops the wait, or the actor's own ``c.abort_signal``.
+StopSignal = asyncio.Event | AbortSignal
+
+
+def stop_signal_fired(signal: StopSignal) -> bool:
+    """True once ``signal`` has fired."""
+    return signal.is_set() if isinstance(signal, asyncio.Event) else signal.aborted
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +94,26 @@ class ActorQueue:
         self._waiters: list[_Waiter] = []
         self._completions: dict[int, asyncio.Future[Any]] = {}
         self.leases = QueueLeases(self, core)
+        limited = {
+            name: spec.limits
+            for name, spec in (core.definition.queues or {}).items()
+            if spec.limits is not None
+        }
+        # Only an actor with a limited queue has one: the others' receives read one
+        # attribute more (docs/queues.md, "Concurrency and rate limits").
+        self.limiter = QueueLimiter(core, limited, self.wake_waiters) if limited else None
+        if self.limiter is not None:
+            for record in self._messages.values():
+                self.limiter.track(record)
+
+    @classmethod
+    async def load(cls, core: ActorCore, *, next_id: int) -> ActorQueue:
+        """The queue of an actor waking up, read from the store: its messages and the
+        rate windows of its limited queues."""
+        queue = cls(core, await core.store.load_queue(core.actor_id), next_id=next_id)
+        if queue.limiter is not None:
+            await queue.limiter.load()
+        return queue
 
     @property
     def core(self) -> ActorCore:
@@ -128,6 +159,8 @@ class ActorQueue:
         record = QueueMessageRecord(self._next_id, name, data, now, trace, visible_at=due)
         self._next_id += 1
         self._messages[record.id] = record
+        if self.limiter is not None:
+            self.limiter.track(record)
         self._core.commits.put_message(record, self._next_id)
         if due is None:
             self.wake_waiters(name)
@@ -152,6 +185,9 @@ class ActorQueue:
             )
 
     def _encoded(self, name: str, body: Any) -> bytes:
+        limiter = self.limiter
+        if limiter is not None and (limits := limiter.limits(name)) is not None:
+            limits.key_of(to_plain(body))  # refused now, not passed over at each receive
         data = encode_value(body, what=f"message for queue `{name}`")
         limit = self._core.options.max_queue_message_size
         if len(data) > limit:
@@ -241,6 +277,8 @@ class ActorQueue:
             self._messages = dict(sorted(self._messages.items()))
             self._in_order = True
         held = self._held
+        if self.limiter is not None:
+            return self.limiter.available(self._messages, held, names, count, now)
         for message_id, record in self._messages.items():
             if message_id in held:
                 continue
@@ -266,6 +304,8 @@ class ActorQueue:
             else:
                 del self._messages[record.id]
                 commits.delete_message(record.id)
+                if self.limiter is not None:
+                    self.limiter.untrack(record.id)
         self.observe_consumed(records)
 
     def observe_consumed(self, messages: Sequence[QueueMessageRecord | QueueMessage]) -> None:
@@ -276,6 +316,15 @@ class ActorQueue:
         observer = self._core.observer
         for queue_name, count in counts.items():
             observer.message_consumed(self._core, queue_name, count)
+        if self.limiter is not None:
+            self.limiter.started(messages)
+            self.limiter.forget(self._messages)
+
+    def check_receive(self, names: frozenset[str] | None, completable: bool, call: str) -> None:
+        """Refuse a receive its queues' limits do not allow (``queue.*``): one that is
+        not completable, of a queue with a concurrency limit."""
+        if self.limiter is not None:
+            self.limiter.check_receive(names, completable, call)
 
     # ------------------------------------------------------------ lease support
 
@@ -294,8 +343,16 @@ class ActorQueue:
     def remove(self, message_id: int, *, keep_row: bool = False) -> None:
         """Take a message out of the live queue; its row is deleted unless ``keep_row``."""
         self._held.discard(message_id)
-        if self._messages.pop(message_id, None) is not None and not keep_row:
-            self._core.commits.delete_message(message_id)
+        record = self._messages.pop(message_id, None)
+        if record is not None:
+            if not keep_row:
+                self._core.commits.delete_message(message_id)
+            limiter = self.limiter
+            if limiter is not None:
+                limiter.untrack(message_id)
+                if limiter.limits(record.name) is not None:
+                    # It may have been in progress: a receiver its limit held back can go on.
+                    self.wake_waiters(record.name)
 
     def next_visible(self, now: int) -> int | None:
         """The earliest ``visible_at`` after ``now`` (a lease or a nack delay), if any."""
@@ -331,10 +388,14 @@ class ActorQueue:
         if self._in_order and record.id not in messages and messages:
             self._in_order = record.id > next(reversed(messages))
         messages[record.id] = record
+        if self.limiter is not None:
+            self.limiter.track(record)
 
     def forget(self, message_id: int) -> None:
         """Drop a message from memory (it was consumed by a committed history entry)."""
         self._messages.pop(message_id, None)
+        if self.limiter is not None:
+            self.limiter.untrack(message_id)
 
     def to_message(self, record: QueueMessageRecord, *, completable: bool) -> QueueMessage:
         """The user-facing message for a stored record."""
@@ -353,9 +414,7 @@ class ActorQueue:
 
     async def complete(self, message: QueueMessage, response: Any) -> None:
         """Remove a completable message durably, then answer its waiting sender."""
-        self._held.discard(message.id)
-        if self._messages.pop(message.id, None) is not None:
-            self._core.commits.delete_message(message.id)
+        self.remove(message.id)
         await self._core.request_flush()
         self.resolve_completion(message.id, response)
 
@@ -386,9 +445,7 @@ class ActorQueue:
     async def abandon(self, message_id: int, error: BaseException) -> None:
         """Remove a held message durably, then answer its waiting sender with ``error``
         (the workflow run that took it ended without completing it)."""
-        self._held.discard(message_id)
-        if self._messages.pop(message_id, None) is not None:
-            self._core.commits.delete_message(message_id)
+        self.remove(message_id)
         await self._core.request_flush()
         completion = self._completions.get(message_id)
         if completion is not None and not completion.done():
@@ -400,22 +457,37 @@ class ActorQueue:
         if completion is not None and not completion.done():
             completion.set_result(to_plain(response))  # as every transport sends it
 
-    async def wait_for(self, names: frozenset[str] | None, timeout: float | None) -> bool:
-        """Wait until a matching message is available; False on timeout."""
+    async def wait_for(
+        self,
+        names: frozenset[str] | None,
+        timeout: float | None,
+        signal: StopSignal | None = None,
+    ) -> bool:
+        """Wait until a matching message is available; False on timeout. ``ActorAborted``
+        when the actor shuts down or ``signal`` fires first (a message already there is
+        returned all the same, and a zero timeout returns False at once, as rivetkit
+        does)."""
         if self.available(names, 1):
             return True
+        if timeout is not None and timeout <= 0:
+            return False  # nothing to wait for, so nothing to stop (rivetkit's order too)
+        if signal is not None and stop_signal_fired(signal):
+            raise ActorAborted()
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         waiter = _Waiter(names, future)
         self._waiters.append(waiter)
-        abort = asyncio.ensure_future(self._core.abort.wait())
+        stops: set[asyncio.Future[Any]] = {asyncio.ensure_future(self._core.abort.wait())}
+        if signal is not None:
+            stops.add(asyncio.ensure_future(signal.wait()))
         try:
             # The timeout is durable time: the runtime's clock counts it.
-            done = await wait_first(self._core.clock, {future, abort}, timeout)
-            if abort in done:
+            done = await wait_first(self._core.clock, {future, *stops}, timeout)
+            if future not in done and done & stops:
                 raise ActorAborted()
             return future in done
         finally:
-            abort.cancel()
+            for stop in stops:
+                stop.cancel()
             if waiter in self._waiters:
                 self._waiters.remove(waiter)
 
@@ -427,6 +499,12 @@ class ActorQueue:
 
     def __len__(self) -> int:
         return len(self._messages)
+
+    def limit_counts(self) -> dict[str, tuple[int, int]]:
+        """``{queue: (in progress, waiting for a slot)}`` of the limited queues."""
+        if self.limiter is None:
+            return {}
+        return self.limiter.summary(self._messages, self._held, self._core.clock.now_ms())
 
 
 def _by_id(record: QueueMessageRecord) -> int:

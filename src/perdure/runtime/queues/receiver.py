@@ -5,10 +5,17 @@ rivetkit's ``c.queue.next({ names })`` does. The positional spelling of before,
 ``c.queue.next(names="jobs")``, still works with a ``DeprecationWarning``: in a workflow,
 ``ctx.queue.next("jobs")`` names the receive's history entry and reads any queue, and
 one call should not mean two things.
+
+``signal=`` stops a waiting receive, as rivetkit's ``AbortSignal`` does: an
+``asyncio.Event`` (``set()`` it to stop the wait; the Python shape of an
+``AbortController`` and its signal in one) or the actor's ``c.abort_signal``. A waiting
+``next``/``next_batch`` then raises ``ActorAborted`` (``actor.aborted``), and ``iter``
+ends quietly, exactly as when the actor itself shuts down.
 """
 
 from __future__ import annotations
 
+import asyncio
 import datetime as _dt
 import functools
 import math
@@ -20,7 +27,8 @@ from perdure._names import keywords_checked
 from perdure._time import optional_duration, send_delay
 from perdure.errors import ActorAborted, ArgumentError
 from perdure.queue_message import QueueMessage
-from perdure.runtime.queues.actor_queue import ActorQueue
+from perdure.runtime.kernel.core import AbortSignal
+from perdure.runtime.queues.actor_queue import ActorQueue, StopSignal
 from perdure.runtime.queues.leases import LeaseOptions, lease_options
 
 __all__ = ["QueueReceiver", "names_by_keyword"]
@@ -97,18 +105,22 @@ class QueueReceiver:
         completable: bool = False,
         visibility_timeout: float | _dt.timedelta | None = None,
         max_attempts: int | None = None,
+        signal: StopSignal | None = None,
     ) -> list[QueueMessage]:
         """Wait for at least one matching message; return up to ``count`` ([] on timeout).
 
         ``timeout`` is seconds or a ``timedelta``; ``None`` waits until one comes. A
         ``completable`` receive leases its messages (docs/queues.md): ``visibility_timeout``
         and ``max_attempts`` override the queue's, and the lease is durable before this
-        returns.
+        returns. ``signal`` (an ``asyncio.Event`` or ``c.abort_signal``) stops the wait
+        with ``ActorAborted`` once set, as the actor's own shutdown does.
         """
         call = "c.queue.next_batch()"
+        _check_signal(call, signal)
         timeout = optional_duration(timeout, f"{call} timeout")
         options = lease_options(call, completable, visibility_timeout, max_attempts)
         wanted = _names(names)
+        self._queue.check_receive(wanted, completable, call)
         clock = self._core.clock
         deadline = None if timeout is None else clock.now_ms() + math.ceil(timeout * 1000)
         activity = self._core.activity
@@ -116,7 +128,7 @@ class QueueReceiver:
             left = None if deadline is None else max(0.0, (deadline - clock.now_ms()) / 1000)
             activity.run_waiting(True)
             try:
-                if not await self._queue.wait_for(wanted, left):
+                if not await self._queue.wait_for(wanted, left, signal):
                     return []
             finally:
                 activity.run_waiting(False)
@@ -138,8 +150,11 @@ class QueueReceiver:
         completable: bool = False,
         visibility_timeout: float | _dt.timedelta | None = None,
         max_attempts: int | None = None,
+        signal: StopSignal | None = None,
     ) -> QueueMessage | None:
-        """One message, waiting up to ``timeout`` (``None`` on timeout)."""
+        """One message, waiting up to ``timeout`` (``None`` on timeout); ``ActorAborted``
+        if ``signal`` fires first."""
+        _check_signal("c.queue.next()", signal)
         batch = await self.next_batch(
             names=names,
             count=1,
@@ -147,6 +162,7 @@ class QueueReceiver:
             completable=completable,
             visibility_timeout=visibility_timeout,
             max_attempts=max_attempts,
+            signal=signal,
         )
         return batch[0] if batch else None
 
@@ -163,10 +179,11 @@ class QueueReceiver:
     ) -> list[QueueMessage]:
         """Up to ``count`` messages, without waiting. A completable receive's lease is
         durable with the actor's next flush (``await c.queue.next(...)`` waits for it)."""
-        options = lease_options(
-            "c.queue.try_next_batch()", completable, visibility_timeout, max_attempts
-        )
-        return self._take(_names(names), count, completable, options)
+        call = "c.queue.try_next_batch()"
+        options = lease_options(call, completable, visibility_timeout, max_attempts)
+        wanted = _names(names)
+        self._queue.check_receive(wanted, completable, call)
+        return self._take(wanted, count, completable, options)
 
     @keywords_checked("c.queue.try_next()")
     @names_by_keyword("c.queue.try_next()")
@@ -197,9 +214,12 @@ class QueueReceiver:
         completable: bool = False,
         visibility_timeout: float | _dt.timedelta | None = None,
         max_attempts: int | None = None,
+        signal: StopSignal | None = None,
     ) -> AsyncIterator[QueueMessage]:
-        """Messages as they come; ends quietly when the actor shuts down."""
+        """Messages as they come; ends quietly when the actor shuts down or ``signal``
+        fires."""
         lease_options("c.queue.iter()", completable, visibility_timeout, max_attempts)
+        _check_signal("c.queue.iter()", signal)
         while True:
             try:
                 message = await self.next(
@@ -207,6 +227,7 @@ class QueueReceiver:
                     completable=completable,
                     visibility_timeout=visibility_timeout,
                     max_attempts=max_attempts,
+                    signal=signal,
                 )
             except ActorAborted:
                 return
@@ -228,6 +249,17 @@ class QueueReceiver:
                 break
             taken.extend(queue.leases.take(records, options))
         return taken
+
+
+def _check_signal(call: str, signal: object) -> None:
+    """Refuse, at the call, a ``signal`` that is not one (a JavaScript habit:
+    ``{"aborted": True}``, or a ``threading.Event``, whose ``wait`` blocks the loop)."""
+    if signal is not None and not isinstance(signal, (asyncio.Event, AbortSignal)):
+        raise ArgumentError(
+            f"{call}: signal= takes an asyncio.Event (set() it to stop the wait) or "
+            f"c.abort_signal, not {type(signal).__name__}.",
+            code="invalid_signal",
+        )
 
 
 def _names(names: Iterable[str] | str | None) -> frozenset[str] | None:

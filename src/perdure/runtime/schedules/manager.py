@@ -8,8 +8,9 @@ The earliest ``run_at`` of all jobs is the actor's ``"schedule"`` alarm, hence p
 stored ``wake_at``: a sleeping actor is woken by the alarm scheduler when a job is due,
 and its start drains every overdue job (after ``on_wake``). While it is awake, a timer
 task (through ``runtime.clock``) fires jobs as they fall due. The timer lets the actor
-sleep between runs, except in the last ``_HOLD_MS`` before a fire (the alarm scheduler
-wakes actors that early); a fire in progress keeps it awake too.
+sleep between runs, even right before a fire (like rivetkit: the idle timeout decides,
+and the alarm wakes the actor), except that an actor the alarm scheduler woke early for
+a fire (``_HOLD_MS`` before it) stays up until it; a fire in progress keeps it awake too.
 
 Firing (see ``rivet-behaviour.md`` §5.3):
 
@@ -48,8 +49,8 @@ if TYPE_CHECKING:
 __all__ = ["ALARM_SOURCE", "ScheduleManager", "ScheduledCaller", "recurring_id"]
 
 ALARM_SOURCE = "schedule"
-# An actor stays awake for a job due this soon: a little longer than the alarm scheduler
-# wakes actors early, so that an actor woken early stays up until its fire.
+# An actor woken this soon before a job's fire stays awake for it: a little longer than
+# the alarm scheduler wakes actors early.
 _HOLD_MS = PREWAKE_MS + 100
 _ALL_FIRES = 2**62  # "every seq" for a prune; fits a signed 64-bit column
 
@@ -90,7 +91,7 @@ class ScheduleManager:
         # deque are ~870 bytes, and most actors have no schedules).
         self._changed_event: asyncio.Event | None = None
         self._timer: asyncio.Task[None] | None = None
-        self._started = False
+        self._started_ms: int | None = None  # when the actor started to run (clock ms)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -106,7 +107,7 @@ class ScheduleManager:
 
     def start(self) -> None:
         """Start firing (called once the actor runs, after ``on_wake``): drains overdue jobs."""
-        self._started = True
+        self._started_ms = self.now()
         self._ensure_timer()
 
     def now(self) -> int:
@@ -182,7 +183,7 @@ class ScheduleManager:
     # --------------------------------------------------------------------- firing
 
     def _ensure_timer(self) -> None:
-        if not self._started or not self.jobs:
+        if self._started_ms is None or not self.jobs:
             return
         if self._timer is None or self._timer.done():
             name = f"schedules {self.core.actor_id}"
@@ -206,15 +207,22 @@ class ScheduleManager:
             if due is not None and due <= now:
                 await self._fire_due()
             elif due is not None and due - now <= _HOLD_MS:
-                await self._hold_until(due)
+                await self._hold_until(due, self._woken_for(due))
             else:
                 await sleep_until_or_event(clock, _minus(due, _HOLD_MS), self._changed)
 
-    async def _hold_until(self, due: int) -> None:
-        """Keep the actor awake until a job due very soon: going to sleep now would only
-        mean being woken again in a moment (and would race the fire)."""
+    def _woken_for(self, due: int) -> bool:
+        """This instance started within ``_HOLD_MS`` of ``due``: woken early for it."""
+        return self._started_ms is not None and self._started_ms >= due - _HOLD_MS
+
+    async def _hold_until(self, due: int, keep_awake: bool) -> None:
+        """Wait for a job due very soon. An actor woken early for it (``keep_awake``) is
+        held awake until then: sleeping would only mean being woken again in a moment.
+        One awake before is not (rivetkit's rule: a pending alarm does not hold an idle
+        actor; it sleeps at its idle timeout and the alarm wakes it)."""
         core = self.core
-        core.activity.enter()
+        if keep_awake:
+            core.activity.enter()
         waiting = asyncio.ensure_future(sleep_until_or_event(core.clock, due, self._changed))
         aborted = asyncio.ensure_future(core.abort.wait())  # a stop must not wait for us
         try:
@@ -225,7 +233,8 @@ class ScheduleManager:
         finally:
             waiting.cancel()
             aborted.cancel()
-            core.activity.leave()
+            if keep_awake:
+                core.activity.leave()
 
     async def _fire_due(self) -> None:
         """Claim every due job, commit the claims, then start their actions."""

@@ -95,6 +95,31 @@ _SCHEMAS: dict[str, Any] = {
             "error": {"type": ["string", "null"], "description": "Why it died."},
         }
     ),
+    "QueueLimits": _object(
+        {
+            "concurrency": {"type": ["integer", "null"]},
+            "rate": {
+                "oneOf": [
+                    _object({"limit": {"type": "integer"}, "period": {"type": "number"}}),
+                    {"type": "null"},
+                ]
+            },
+            "key": {"type": ["string", "null"], "description": "A body field, or `(function)`."},
+            "in_progress": {"type": "integer"},
+            "keys_total": {"type": "integer", "description": "Keys in progress or started."},
+            "keys": {
+                "type": "array",
+                "description": "The 50 keys with the most in progress (docs/queues.md).",
+                "items": _object(
+                    {
+                        "key": {"type": "string"},
+                        "in_progress": {"type": "integer"},
+                        "started": {"type": "integer"},
+                    }
+                ),
+            },
+        }
+    ),
     "Fire": _object(
         {
             "seq": {"type": "integer"},
@@ -238,6 +263,11 @@ _SCHEMAS: dict[str, Any] = {
             "connections": {"type": "array", "items": _ref("Connection")},
             "queue": {"type": "array", "items": _ref("QueueMessage")},
             "dead_letters": {"type": "array", "items": _ref("DeadLetter")},
+            "limits": {
+                "type": "object",
+                "description": "The limited queues, by name.",
+                "additionalProperties": _ref("QueueLimits"),
+            },
             "schedules": {"type": "array", "items": _ref("Schedule")},
             "workflow": {"oneOf": [_ref("Workflow"), {"type": "null"}]},
         }

@@ -11,6 +11,13 @@ actor is created or woken, so a bad request stores nothing.
 Like the original server, a stateless HTTP action or queue send opens a transient
 connection for its duration: ``on_before_connect`` sees the ``x-rivet-conn-params``
 header (so it can refuse the call), and the action sees ``c.conn``.
+
+An action or queue send is a message like a WebSocket frame, and bounded like one, as
+rivetkit bounds it: a body above ``max_incoming_message_size`` (64 KiB) is refused
+before it is decoded (``message.incoming_too_long``), an answer above
+``max_outgoing_message_size`` (1 MiB) is replaced by ``message.outgoing_too_long`` (the
+action has run: its effects stay, as in rivetkit). ``max_http_body_size`` bounds the raw
+``on_request`` bodies and the management API's.
 """
 
 from __future__ import annotations
@@ -185,7 +192,7 @@ class Gateway:
         try:
             enc = parse_encoding(header_value(scope, b"x-rivet-encoding"))
             target, params = self._prepare(scope, segment)
-            body = await read_body(scope, receive, self.options.max_http_body_size)
+            body = await read_body(scope, receive, self.options.max_incoming_message_size)
             todo = operation(decode_http(body, enc, kind))
             if target.actor_id is None:
                 # Refused before the actor is created or woken: a bad request stores nothing.
@@ -197,7 +204,7 @@ class Gateway:
             actor = await resolve_target(self.dispatch, target, creation=creation)
             bind_request(scope, actor.actor_id)  # c.request, for its hooks and the action
             output = reply(await actor.perform(todo, params=params))
-            data = encode_http(output, enc, self.options.max_http_body_size)
+            data = encode_http(output, enc, self.options.max_outgoing_message_size)
             self._check_outgoing(data)
         except ClientDisconnected:
             return
@@ -219,9 +226,10 @@ class Gateway:
         return target, params
 
     def _check_outgoing(self, data: bytes) -> None:
-        # An HTTP response is bounded like a request body: both are HTTP messages.
-        if len(data) > self.options.max_http_body_size:
-            raise outgoing_too_long(self.options.max_http_body_size)
+        # encode_http's bound is a lower bound of the size (it stops the encoder early);
+        # the encoded answer itself is measured here.
+        if len(data) > self.options.max_outgoing_message_size:
+            raise outgoing_too_long(self.options.max_outgoing_message_size)
 
 
 _CONTENT_TYPES: dict[str, bytes] = {

@@ -1,9 +1,12 @@
 """Which actor a gateway request addresses: the query form and the direct form.
 
 - Query form: ``/gateway/{name}/…?rvt-method=get|getOrCreate|create&rvt-key=a,b``
-  (plus ``rvt-input`` = base64url CBOR, used when the actor is created). Other ``rvt-*``
-  parameters (namespace, runner, region, crash policy) are accepted and ignored;
-  ``rvt-token`` is checked before any route runs (:mod:`perdure.server.edge.client_access`).
+  (plus ``rvt-input`` = base64url CBOR, used when the actor is created). The other
+  ``rvt-*`` parameters the official client sends (namespace, runner, pool, region, crash
+  policy, skip-ready-wait) are accepted and ignored; ``rvt-token`` is checked before any
+  route runs (:mod:`perdure.server.edge.client_access`). Any other ``rvt-*`` name, or one
+  given twice, is refused as the Rivet engine's gateway refuses it
+  (``guard.query_invalid_params`` / ``guard.query_duplicate_param``, 400).
 - Direct form: ``/gateway/{actorId}[@token]/…`` (no ``rvt-method``; the token, likewise).
 
 **Commas in keys.** The official client joins key parts with ``,`` in ``rvt-key`` without
@@ -27,7 +30,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import parse_qsl, unquote
 
-from perdure.errors import ActorNotFound, InvalidRequest
+from perdure.errors import ActorNotFound, GatewayQueryRefused, InvalidRequest
 from perdure.keys import Key, normalize_key
 from perdure.protocol.codec import check_value
 from perdure.protocol.values import decode_cbor_value
@@ -46,6 +49,21 @@ __all__ = [
 ]
 
 MAX_COMMAS_CHECKED = 8
+# The gateway's own query parameters, as the Rivet engine's gateway knows them (its
+# RvtParams, which denies unknown fields), in its order: the order of its message.
+_GATEWAY_PARAMS = (
+    "namespace",
+    "method",
+    "runner",
+    "pool",
+    "key",
+    "input",
+    "region",
+    "crash-policy",
+    "token",
+    "skip-ready-wait",
+)
+_KNOWN_GATEWAY_PARAMS = frozenset(_GATEWAY_PARAMS)
 MAX_ACTOR_ID_LENGTH = 128
 _METHODS: dict[str, ResolveMethod] = {
     "get": "get",
@@ -76,15 +94,40 @@ def path_segment(raw: bytes) -> str:
 
 
 def parse_query(query_string: bytes) -> dict[str, str]:
-    """The query parameters (last value wins); undecodable text is a 400."""
+    """The query parameters (an actor's own: last value wins); undecodable text is a 400,
+    and so is an ``rvt-*`` parameter the gateway does not know or one given twice."""
     if not query_string:
         return {}
     try:
-        return dict(
-            parse_qsl(query_string.decode("latin-1"), keep_blank_values=True, errors="strict")
-        )
+        pairs = parse_qsl(query_string.decode("latin-1"), keep_blank_values=True, errors="strict")
     except (UnicodeDecodeError, ValueError):
         raise InvalidRequest("The query string is not valid UTF-8.") from None
+    query: dict[str, str] = {}
+    unknown: str | None = None
+    for name, value in pairs:
+        if name.startswith("rvt-"):
+            if name in query:  # which of two methods or keys was meant?
+                raise GatewayQueryRefused(
+                    f"duplicate query gateway param: {name[:68]}",
+                    code="query_duplicate_param",
+                    metadata={"name": name[:68]},
+                )
+            if unknown is None and name[4:] not in _KNOWN_GATEWAY_PARAMS:
+                unknown = name
+        query[name] = value
+    if unknown is not None:  # after the duplicates, as the engine checks them
+        raise _unknown_gateway_param(unknown)
+    return query
+
+
+def _unknown_gateway_param(name: str) -> GatewayQueryRefused:
+    """The engine's refusal of an ``rvt-*`` name it does not know, text for text: a
+    misspelt ``rvt-skip-ready-wait`` must not be silently ignored."""
+    expected = ", ".join(f"`{known}`" for known in _GATEWAY_PARAMS)
+    return GatewayQueryRefused(
+        f"invalid query gateway params: unknown field `{name[4:68]}`, expected one of {expected}",
+        metadata={"name": name[:68]},
+    )
 
 
 def parse_target(

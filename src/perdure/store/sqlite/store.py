@@ -483,8 +483,14 @@ class SQLiteStore(Store):
             return []  # SQLite reads LIMIT -1 as "no limit"
         return [(row[0], row[1]) for row in self._rows(_LOAD_KEYS, (actor_id, since, limit))]
 
+    reads_inline = True
+
     async def kv_get(self, actor_id: str, keys: Sequence[bytes]) -> list[bytes | None]:
         """The values of the actor's KV ``keys`` (``None``: no record)."""
+        return self.kv_get_inline(actor_id, keys)
+
+    def kv_get_inline(self, actor_id: str, keys: Sequence[bytes]) -> list[bytes | None]:
+        """:meth:`kv_get`, on the calling thread (the read connection's)."""
         found: dict[bytes, bytes] = {}
         wanted = list(dict.fromkeys(bytes(key) for key in keys))
         for at in range(0, len(wanted), _KV_GET_CHUNK):

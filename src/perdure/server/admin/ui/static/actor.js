@@ -4,6 +4,7 @@
 // status, awake) at once; what the feed only hints at (queue, schedules, connections, next
 // alarm) is refetched, debounced.
 import { ApiError, api, badge, brief, duration, el, installShortcuts, keyText, parseJson, pretty, showError, timeEl, url } from "./api.js";
+import { KvCard } from "./kv.js";
 import { HistoryTable, errorText } from "./workflow.js";
 
 const REFRESH_DELAY_MS = 300;
@@ -19,6 +20,7 @@ let gone = false; // destroyed, or never existed
 let feed = null;
 let typeName = null;
 
+const kv = new KvCard(base, $);
 const history = new HistoryTable(document.querySelector("#history tbody"), $("history-empty"), replayFrom, forkFrom);
 
 // Screen readers hear the latest change at most every ANNOUNCE_EVERY_MS, not each one.
@@ -153,6 +155,34 @@ function renderQueue(queue) {
   );
 }
 
+/** A limited queue (docs/queues.md, "Concurrency and rate limits"): its declaration,
+ * and the keys with the most in progress (the admin API lists at most 50). */
+function limitItem([name, limit]) {
+  const per = limit.key ? ` per ${limit.key}` : "";
+  const rules = [
+    limit.concurrency ? `${limit.concurrency} in progress` : null,
+    limit.rate ? `${limit.rate.limit} per ${limit.rate.period} s` : null,
+  ].filter(Boolean);
+  return el(
+    "li",
+    { dataset: { queue: name } },
+    el("div", { class: "row" }, el("strong", {}, name), ` at most ${rules.join(", ")}${per}`),
+    el("div", { class: "muted" }, `${limit.in_progress} in progress · ${limit.keys_total} keys busy`),
+    limit.keys.length
+      ? el(
+          "table",
+          { class: "grid compact" },
+          el("thead", {}, el("tr", {}, ["Key", "In progress", "Started in window"].map((h) => el("th", { scope: "col" }, h)))),
+          el(
+            "tbody",
+            {},
+            limit.keys.map((key) => el("tr", {}, el("td", {}, el("code", {}, key.key || "(all)")), el("td", { class: "num" }, String(key.in_progress)), el("td", { class: "num" }, String(key.started)))),
+          ),
+        )
+      : null,
+  );
+}
+
 /** A dead letter (docs/queues.md), with its Requeue and Drop buttons. */
 function deadLetterItem(letter) {
   const label = `dead letter ${letter.id}`;
@@ -237,9 +267,13 @@ function renderSnapshot(data) {
   renderState(data.state);
   renderWorkflow(data.workflow);
   renderQueue(data.queue);
+  const limits = Object.entries(data.limits || {});
+  $("limits-card").hidden = limits.length === 0;
+  listInto("limits", limits, limitItem);
   listInto("dead-letters", data.dead_letters || [], deadLetterItem);
   listInto("schedules", data.schedules, scheduleItem);
   renderConnections(data.connections);
+  kv.load(); // its own request (paged); a change the feed reported may have written records
 }
 
 // ---- loading ----------------------------------------------------------------------------
