@@ -47,7 +47,7 @@ from perdure.runtime.kernel.clock import Clock, SystemClock
 from perdure.runtime.kernel.core import StopReason
 from perdure.runtime.kernel.tasks import TaskOwner
 from perdure.runtime.local.client import LocalClient
-from perdure.store.base import ActorRecord, Lease, Store
+from perdure.store.base import ActorRecord, Store
 from perdure.store.encoding import encode_value
 from perdure.telemetry import Observers
 
@@ -111,14 +111,13 @@ class ActorRuntime:
         self.placement: Placement | None = None
         # A cluster node's version check of workflow runs (runtime/host/versions.py).
         self.versions: VersionPlacement | None = None
-        self._admissions: dict[str, Admission] = {}
         if node is not None:
             if node.code_version is None:
                 node = dataclasses.replace(node, code_version=registry_digest(registry))
             assert node.code_version is not None
             self.cluster = ClusterMember(store, node, self._give_up)
             self.placement = Placement(self, self.cluster)
-            self.versions = VersionPlacement(store, self.cluster, self.placement, node.code_version)
+            self.versions = VersionPlacement(self, self.cluster, self.placement, node.code_version)
         # /ready: whether the store answers (a cached, cheap query).
         self.readiness = Readiness(store)
         self._started = False
@@ -423,7 +422,8 @@ class ActorRuntime:
             # A cluster node takes the actor's lease (refused while another node's is
             # live); like a claim, it waits for a previous owner's last writes.
             record, lease = await self.cluster.acquire(actor_id)
-            await self._check_version(record, lease)
+            if self.versions is not None:  # is its run's code this node's?
+                await self.versions.check_wake(record, lease, self.registry.get(record.name))
         elif record is None:
             # Waking a stored actor: claim it, which also waits for any write a previous
             # process still had on its way to the database.
@@ -436,11 +436,9 @@ class ActorRuntime:
         instance = ActorInstance(self, definition, record, claimed=claimed)
         try:
             await instance.start()
-            admission = self._admissions.pop(actor_id, None)
-            if admission is not None and admission.waiting_for is not None and self.versions:
-                self.versions.watch(self)  # to move it once a node of its version lives
         except BaseException as exc:
-            self._admissions.pop(actor_id, None)
+            if self.versions is not None:
+                self.versions.take_admission(actor_id)  # not taken if start failed early
             instance.abort.fire()
             await instance.tasks.close(timeout=1)
             await instance.core.close_db()
@@ -579,35 +577,11 @@ class ActorRuntime:
 
     def take_admission(self, actor_id: str) -> Admission | None:
         """The version check's decision for the workflow actor being woken (once)."""
-        return self._admissions.get(actor_id)
+        return None if self.versions is None else self.versions.take_admission(actor_id)
 
     async def admit_here(self, instance: ActorInstance, history: dict[str, bytes]) -> str | None:
-        """The run task's version check (no admission was made as the actor woke): the
-        version the run must wait for, or ``None`` to run it here."""
-        if self.versions is None:
-            return None
-        waiting_for = await self.versions.admit_here(instance.record, instance.definition, history)
-        if waiting_for is not None:
-            self.versions.watch(self)  # to move it once a node of its version lives
-        return waiting_for
-
-    async def _check_version(self, record: ActorRecord, lease: Lease) -> None:
-        """A cluster node about to wake a workflow actor: is its run's code this node's?
-        (``PlacedByVersion``, the lease given back, when another live node runs it.)"""
-        definition = self.registry.get(record.name)
-        if self.versions is None or definition is None or definition.kind != "workflow":
-            return
-        if not self.versions.mixed():
-            return  # no node could take its run: the run task decides (admit_here)
-        try:
-            admission = await self.versions.admit(record, lease, definition)
-        except PlacedByVersion:
-            raise
-        except BaseException:
-            if self.cluster is not None:
-                await self.cluster.release(record.actor_id, lease.generation)
-            raise
-        self._admissions[record.actor_id] = admission
+        """The run task's version check: the version the run must wait for, or ``None``."""
+        return None if self.versions is None else await self.versions.admit_here(instance, history)
 
     async def move_away(self, instance: ActorInstance) -> None:
         """A held run's version has a live node again: put its actor to sleep here and

@@ -41,10 +41,11 @@ from perdure.workflows.judge import judge_history
 
 if TYPE_CHECKING:
     from perdure.definition import ActorDefinition
+    from perdure.runtime.actor.instance import ActorInstance
     from perdure.runtime.cluster.member import ClusterMember
     from perdure.runtime.dispatch.placement import Placement
     from perdure.runtime.host.actor_runtime import ActorRuntime
-    from perdure.store.base import ActorRecord, Lease, Store
+    from perdure.store.base import ActorRecord, Lease
 
 __all__ = ["PlacedByVersion", "VersionPlacement"]
 
@@ -64,13 +65,37 @@ class VersionPlacement:
     """The version check of one cluster node (``runtime.versions``)."""
 
     def __init__(
-        self, store: Store, member: ClusterMember, placement: Placement, version: str
+        self, runtime: ActorRuntime, member: ClusterMember, placement: Placement, version: str
     ) -> None:
-        self._store = store
+        self._runtime = runtime
+        self._store = runtime.store
         self._member = member
         self._placement = placement
         self.version = version
         self._watching: asyncio.Task[None] | None = None
+        # What check_wake decided for the actors being woken, until their run asks.
+        self._admissions: dict[str, Admission] = {}
+
+    def take_admission(self, actor_id: str) -> Admission | None:
+        """What :meth:`check_wake` decided for the actor being woken (asked once)."""
+        return self._admissions.pop(actor_id, None)
+
+    async def check_wake(
+        self, record: ActorRecord, lease: Lease, definition: ActorDefinition | None
+    ) -> None:
+        """This node has just taken the lease of an actor it is about to wake: while the
+        nodes run several versions, decide for a workflow's run now (:meth:`admit`). On
+        any failure but ``PlacedByVersion`` (which gave the lease back) the lease is
+        given back too."""
+        if definition is None or definition.kind != "workflow" or not self.mixed():
+            return  # no node could take its run: the run task decides (admit_here)
+        try:
+            self._admissions[record.actor_id] = await self.admit(record, lease, definition)
+        except PlacedByVersion:
+            raise
+        except BaseException:
+            await self._member.release(record.actor_id, lease.generation)
+            raise
 
     def mixed(self) -> bool:
         """True while some live node that takes work runs another version than this
@@ -93,18 +118,21 @@ class VersionPlacement:
             await self._member.release(record.actor_id, lease.generation)
             raise PlacedByVersion(record.actor_id, node.node_id, 0)
         waiting_for = await self._judge(record, definition, history, recorded)
+        if waiting_for is not None:
+            self.watch(self._runtime)  # to move it once a node of its version lives
         return Admission(history, waiting_for=waiting_for)
 
-    async def admit_here(
-        self, record: ActorRecord, definition: ActorDefinition, history: dict[str, bytes]
-    ) -> str | None:
+    async def admit_here(self, instance: ActorInstance, history: dict[str, bytes]) -> str | None:
         """Decide for a run woken while every live node runs this version (checked in
         the run task, with the history it loads: the wake does not wait for it). No node
         can take it: the version it must wait for, or ``None`` to run it here."""
         recorded = _recorded_version(history)
         if recorded is None or recorded == self.version:
             return None
-        return await self._judge(record, definition, history, recorded)
+        waiting_for = await self._judge(instance.record, instance.definition, history, recorded)
+        if waiting_for is not None:
+            self.watch(self._runtime)  # to move it once a node of its version lives
+        return waiting_for
 
     async def _judge(
         self,
@@ -168,8 +196,8 @@ class VersionPlacement:
         while True:
             await asyncio.sleep(interval)
             held = [i for i in runtime.live_instances() if i.waiting_for_version is not None]
-            if not held:
-                return
+            if not held and not any(a.waiting_for for a in self._admissions.values()):
+                return  # nothing held, nor about to be (an actor still starting)
             for instance in held:
                 version = instance.waiting_for_version
                 if version is not None and self._member.node_running(version, instance.actor_id):
