@@ -6,6 +6,7 @@
     python bench/cluster_bench.py --quick          # small counts: a smoke run (~30 s)
     python bench/cluster_bench.py --only throughput --runs 3
     python bench/cluster_bench.py --only failover --ttl 5 2
+    python bench/cluster_bench.py --only throughput --nodes 1 3 --throughput-ttl 1.5 --pg-waits
 
 Three measurements, each on real nodes (``tests.support.cluster``: ``perdure serve``
 subprocesses on a fresh PostgreSQL schema, dropped at the end, even on failure):
@@ -47,6 +48,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import random
@@ -55,7 +57,9 @@ import signal
 import statistics
 import sys
 import tempfile
+import threading
 import time
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -352,13 +356,59 @@ async def _drive_progress(
     return seconds, forwarded, meter, stats
 
 
-def bench_throughput(
-    size: int, routing: str, actors: int, jobs_per_actor: int, timeout: float
-) -> ThroughputResult:
-    with cluster(PROGRESS_APP, size, DEFAULT_TTL) as nodes:
-        seconds, forwarded, meter, stats = asyncio.run(
-            asyncio.wait_for(_drive_progress(nodes.nodes, actors, jobs_per_actor, routing), timeout)
+class WaitSampler:
+    """What PostgreSQL's backends wait on (``pg_stat_activity``, every 20 ms, in a thread
+    of its own): a count per ``(state, wait_event_type, wait_event)``."""
+
+    def __init__(self) -> None:
+        self.counts: Counter[tuple[str, str, str]] = Counter()
+        self._running = True
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def __enter__(self) -> WaitSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._running = False
+        self._thread.join(5)
+
+    def _sample(self) -> None:
+        query = (
+            "SELECT state, coalesce(wait_event_type, '-'), coalesce(wait_event, '-')"
+            " FROM pg_stat_activity WHERE datname = current_database()"
+            " AND state <> 'idle' AND pid <> pg_backend_pid()"
         )
+        with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+            while self._running:
+                for row in conn.execute(query).fetchall():
+                    self.counts[row] += 1
+                time.sleep(0.02)
+
+    def report(self) -> str:
+        return ", ".join(f"{'/'.join(k)} {n}" for k, n in self.counts.most_common(6))
+
+
+def bench_throughput(
+    size: int,
+    routing: str,
+    actors: int,
+    jobs_per_actor: int,
+    timeout: float,
+    *,
+    ttl: float = DEFAULT_TTL,
+    waits: bool = False,
+) -> ThroughputResult:
+    with cluster(PROGRESS_APP, size, ttl) as nodes:
+        sampler = WaitSampler() if waits else contextlib.nullcontext()
+        with sampler:
+            seconds, forwarded, meter, stats = asyncio.run(
+                asyncio.wait_for(
+                    _drive_progress(nodes.nodes, actors, jobs_per_actor, routing), timeout
+                )
+            )
+        if isinstance(sampler, WaitSampler):
+            print(f"  PostgreSQL waits (samples): {sampler.report()}", flush=True)
         listed = {n["node_id"]: int(n["actors"]) for n in nodes.live_nodes()}
         owners = [listed.get(node.node_id, 0) for node in nodes.nodes]
     return ThroughputResult(
@@ -625,6 +675,12 @@ def main() -> None:
     parser.add_argument("--kills", type=int, help="kills per TTL (default 10; quick 2)")
     parser.add_argument("--ttl", type=float, nargs="+", help="lease TTLs (default 5 2; quick 2)")
     parser.add_argument("--nodes", type=int, nargs="+", help="throughput node counts")
+    parser.add_argument(
+        "--throughput-ttl", type=float, default=DEFAULT_TTL, help="lease TTL (throughput)"
+    )
+    parser.add_argument(
+        "--pg-waits", action="store_true", help="sample PostgreSQL's wait events (throughput)"
+    )
     parser.add_argument("--seed", type=int, default=1, help="when each kill happens (failover)")
     args = parser.parse_args()
     quick = args.quick
@@ -646,7 +702,15 @@ def main() -> None:
         for run in range(runs):  # the node counts alternate, so drift hits them alike
             for size in sizes:
                 for routing in ["round-robin"] if size == 1 else ["round-robin", "owner"]:
-                    result = bench_throughput(size, routing, 100, jobs, timeout=600)
+                    result = bench_throughput(
+                        size,
+                        routing,
+                        100,
+                        jobs,
+                        timeout=600,
+                        ttl=args.throughput_ttl,
+                        waits=args.pg_waits,
+                    )
                     results.append(result)
                     sends = result.stats.sends
                     print(

@@ -219,6 +219,50 @@ async def test_a_node_that_cannot_renew_stops_trusting_its_leases(nodes: Nodes) 
     assert lease.node_id == "a"
 
 
+async def test_a_connection_gets_no_stale_answer_once_the_lease_is_not_trusted(
+    nodes: Nodes,
+) -> None:
+    """A node resumed after a pause past its lease may read a request from an open socket
+    before its watchdog has dropped the actor; by then another node may own it. The
+    socket's call must not be answered from memory (a read commits nothing, so no fence
+    would refuse it): it is refused, and the actor given up."""
+    a, b = nodes["a"], nodes["b"]
+    handle = a.client().counter.get_or_create(["paused-socket"])
+    await handle.add(1)
+    conn = await handle.connect()
+    actor_id = conn.actor_id
+    assert actor_id is not None
+    assert a.cluster is not None
+    for task in a.cluster._tasks:  # a is "paused": no heartbeat, no watchdog yet
+        task.cancel()
+    a.cluster._node_trusted_until = 0.0
+    a.cluster._held[actor_id].trusted_until = 0.0
+    await b.store.acquire_lease(actor_id, "b", 60_000, now=2**50)  # b took it over
+    assert await b.dispatch.ref(actor_id).call("add", [5]) == 6
+    with pytest.raises(PerdureError) as refused:
+        await conn.get()  # the old code answered 1, from a's memory
+    assert refused.value.code == "unavailable"
+    assert not a.is_live(actor_id)
+    assert await b.dispatch.ref(actor_id).call("get", []) == 6
+
+
+async def test_a_key_destroyed_on_one_node_is_created_afresh_through_another(
+    nodes: Nodes,
+) -> None:
+    """b remembers the key's id (no store read per request); a destroys the actor; the
+    next getOrCreate through b creates a new actor instead of answering not_found."""
+    a, b = nodes["a"], nodes["b"]
+    assert await a.client().counter.get_or_create(["doomed"]).add(1) == 1  # lives on a
+    assert await b.client().counter.get_or_create(["doomed"]).add(1) == 2  # forwarded
+    first = await b.client().counter.get_or_create(["doomed"]).resolve()
+    assert b.remembers("counter", ["doomed"])
+    await a.dispatch.ref(first).destroy()
+    assert await b.client().counter.get_or_create(["doomed"]).add(5) == 5
+    second = await b.client().counter.get_or_create(["doomed"]).resolve()
+    assert second != first
+    assert await a.client().counter.get_or_create(["doomed"]).add(1) == 6
+
+
 async def test_drain_hands_the_actors_over_at_once(nodes: Nodes) -> None:
     a, b = nodes["a"], nodes["b"]
     await a.client().counter.get_or_create(["d"]).add(4)
@@ -242,6 +286,30 @@ async def test_an_alarm_of_a_drained_node_fires_once_on_another(nodes: Nodes) ->
     await asyncio.sleep(0.5)
     assert FIRES.count(summary.actor_id) == 1
     assert b.is_live(summary.actor_id)
+
+
+async def test_an_alarm_of_an_actor_held_by_a_live_node_is_left_to_it(nodes: Nodes) -> None:
+    """b's alarm scheduler sees the due alarm of an actor awake on a, and leaves it to a
+    (whose own timer fires it) without trying to take it: taking it is a write in b's
+    writer that locks the actor's row and waits for a's commits on it, holding up every
+    commit of b queued behind it (the cluster's p99 stall). The old code tried."""
+    a, b = nodes["a"], nodes["b"]
+    FIRES.clear()
+    taken_by_b: list[str] = []
+    acquire = b.store.acquire_lease
+
+    async def counting(actor_id: str, node_id: str, *args: Any, **kwargs: Any) -> Any:
+        if node_id == "b":
+            taken_by_b.append(actor_id)
+        return await acquire(actor_id, node_id, *args, **kwargs)
+
+    b.store.acquire_lease = counting  # type: ignore[method-assign]
+    handle = a.client().counter.get_or_create(["held-alarm"])
+    await handle.arm(1.2)  # past b's next look at the store (once a second at least)
+    actor_id = await handle.resolve()
+    await _until(lambda: FIRES.count(actor_id) >= 1)
+    assert taken_by_b == []
+    assert a.is_live(actor_id)
 
 
 async def _until(condition: Callable[[], bool], timeout: float = 5.0) -> None:

@@ -1,17 +1,21 @@
-"""Finding an actor by name and key: an awake actor needs no store read, concurrent
-lookups of one key share one read, and a destroyed or sleeping actor is looked up in
-the store again."""
+"""Finding an actor by name and key: an awake actor, or one found or created before, needs
+no store read; concurrent lookups of one key share one read; a destroyed actor's key is
+looked up in the store again, also when another node destroyed it (the id the runtime
+remembered names no actor: the request asks the store for the key's actor now)."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
 from perdure import ActionContext, ActorRuntime, Registry, actor, setup
+from perdure.errors import PerdureError
 from perdure.keys import Key
+from perdure.runtime.actor.operations import ActorAddress
 from perdure.store import ActorRecord, MemoryStore
 
 
@@ -74,7 +78,9 @@ async def test_concurrent_first_calls_on_one_key_share_one_read(counters: Counte
     assert set(asked) == {("counter", ("new",))}
 
 
-async def test_a_destroyed_or_sleeping_actor_is_looked_up_again(counters: Counters) -> None:
+async def test_a_sleeping_actor_is_found_without_a_read_and_a_destroyed_one_again(
+    counters: Counters,
+) -> None:
     runtime, store = counters
     counter = runtime.client().counter
     first = await counter.get_or_create("d").resolve()
@@ -83,9 +89,58 @@ async def test_a_destroyed_or_sleeping_actor_is_looked_up_again(counters: Counte
     await runtime.sleep_actor(first)
     asked = _counting_lookups(store)
     assert await counter.get_or_create("d").increment() == 2  # woken from the store
-    assert asked == [("counter", ("d",))]
+    assert asked == []  # its id was remembered
 
     await runtime.destroy_actor(first)
     second = await counter.get_or_create("d").resolve()
     assert second != first  # a new actor, not the destroyed one's id
+    assert asked == [("counter", ("d",))]
     assert await counter.get_or_create("d").increment() == 1
+
+
+async def test_a_key_whose_actor_was_destroyed_elsewhere_is_looked_up_again(
+    counters: Counters,
+) -> None:
+    """As when another node destroyed the actor: the store no longer has it, and this
+    runtime still remembers its id. getOrCreate creates a new actor (once), get answers
+    actor.not_found, and a handle that reached the old actor stays bound to it."""
+    runtime, store = counters
+    counter = runtime.client().counter
+    gone: dict[str, str] = {}
+    for key in ("for-getorcreate", "for-get"):
+        await counter.get_or_create(key).increment()
+        gone[key] = await counter.get_or_create(key).resolve()
+        await runtime.sleep_actor(gone[key])
+        await store.delete_actor(gone[key])  # behind the runtime's back
+        assert runtime.remembers("counter", key)
+    old = counter.get_for_id(gone["for-getorcreate"])
+
+    results = await asyncio.gather(
+        *(counter.get_or_create("for-getorcreate").increment() for _ in range(5))
+    )
+    assert sorted(results) == [1, 2, 3, 4, 5]  # one new actor
+    assert await counter.get_or_create("for-getorcreate").resolve() != gone["for-getorcreate"]
+    with pytest.raises(PerdureError) as missing:
+        await counter.get("for-get").increment()
+    assert missing.value.code == "not_found"
+    assert not runtime.remembers("counter", "for-get")  # the read replaced the memory
+    with pytest.raises(PerdureError):
+        await old.increment()  # bound to the destroyed actor
+
+
+async def test_a_get_first_resolution_ends_in_the_keys_actor_when_memory_is_stale(
+    counters: Counters,
+) -> None:
+    """The gateway with a creation gate asks ``get`` first (creating nothing), passing
+    its getOrCreate as ``then``: when the remembered id's actor is gone, the request
+    goes on with the key's actor now, created."""
+    runtime, store = counters
+    await runtime.client().counter.get_or_create("gated").increment()
+    first = await runtime.client().counter.get_or_create("gated").resolve()
+    await runtime.sleep_actor(first)
+    await store.delete_actor(first)  # behind the runtime's back
+    get_or_create = ActorAddress(name="counter", key=("gated",), method="getOrCreate")
+    ref = await runtime.dispatch.resolve(replace(get_or_create, method="get"), then=get_or_create)
+    assert ref.actor_id == first  # remembered
+    assert await ref.call("increment", []) == 1
+    assert ref.actor_id != first

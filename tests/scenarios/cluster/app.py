@@ -3,7 +3,9 @@ actor whose one-shot schedule records each fire in the file named by
 ``PERDURE_SIDE_EFFECTS`` (``"fire <actor id> <pid>"``), and a watcher that connects to a
 progress actor through ``c.client()`` and keeps the events it receives; a mailbox, a
 workflow that takes every message of ``jobs`` and records, in one step each, its body,
-when it took it (epoch ms) and the pid of the node that did."""
+when it took it (epoch ms) and the pid of the node that did; and a tagged counter for
+the history checker (:mod:`tests.support.history`): each increment appends its token to
+the log, and every answer names the pid of the node that gave it."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from typing import Any
 
 from perdure import StepContext, WorkflowContext, actor, queue, setup, workflow
 from tests.support.apps.crash import progress_actor, record_side_effect_line
+from tests.support.history import GENESIS, chain
 
 
 def _fired(c: Any, fire: Any) -> None:
@@ -69,11 +72,28 @@ mailbox = workflow(
     actions={"got": lambda c: c.state["got"]},
 )
 
+
+def _append(c: Any, token: int) -> dict[str, Any]:
+    c.state["log"].append(token)
+    c.state["digest"] = chain(c.state["digest"], token)
+    return {"count": len(c.state["log"]), "pid": os.getpid()}
+
+
+def _read(c: Any) -> dict[str, Any]:
+    return {"count": len(c.state["log"]), "digest": c.state["digest"], "pid": os.getpid()}
+
+
+tagged_counter = actor(
+    state={"log": [], "digest": GENESIS},
+    actions={"append": _append, "read": _read, "log": lambda c: c.state["log"]},
+)
+
 registry = setup(
     use={
         "progressActor": progress_actor,
         "alarmActor": alarm_actor,
         "watcher": watcher_actor,
         "mailbox": mailbox,
+        "taggedCounter": tagged_counter,
     }
 )

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from perdure.store.base import Store
     from perdure.telemetry import Observers
 
-__all__ = ["ActorHost"]
+__all__ = ["ActorHost", "RunVersions"]
 
 T = TypeVar("T")
 
@@ -77,16 +77,27 @@ class ActorHost(Protocol):
         ...
 
     @property
-    def code_version(self) -> str | None:
-        """The version of the code this node announces (a cluster node); ``None`` alone."""
+    def versions(self) -> RunVersions | None:
+        """The version check of a cluster node's workflow runs; ``None`` on a single
+        server (which announces no version)."""
+        ...
+
+
+class RunVersions(Protocol):
+    """A cluster node's version check as a workflow run sees it
+    (``runtime/host/versions.py``'s ``VersionPlacement``)."""
+
+    @property
+    def version(self) -> str:
+        """The version of the code this node announces."""
         ...
 
     def take_admission(self, actor_id: str) -> Admission | None:
-        """What the cluster's version check decided for the actor's workflow run as it
-        woke (``None``: no check, a single server or a plain actor); asked once."""
+        """What the check decided as the actor woke (while the nodes ran several
+        versions), if it did; asked once."""
         ...
 
     async def admit_here(self, instance: ActorInstance, history: dict[str, bytes]) -> str | None:
-        """The version check of a run whose actor woke with no admission (a cluster
-        node, all nodes on one version): the version it must wait for, or ``None``."""
+        """The check of a run whose actor woke with no admission (every node on one
+        version): the version it must wait for, or ``None`` to run it here."""
         ...

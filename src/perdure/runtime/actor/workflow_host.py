@@ -23,6 +23,7 @@ from perdure.telemetry import Observer
 from perdure.workflows.port import ActorClient, MessageQueue
 
 if TYPE_CHECKING:
+    from perdure.runtime.actor.hosting import RunVersions
     from perdure.runtime.actor.instance import ActorInstance
     from perdure.workflows.engine import WorkflowRunner
 
@@ -48,14 +49,15 @@ def start_workflow(instance: ActorInstance, run: Callable[..., Any]) -> Coroutin
     for a node of its code version, the hold that keeps its actor awake until then."""
     from perdure.workflows.engine import WorkflowRunner
 
-    admission = instance.host.take_admission(instance.actor_id)
+    versions = instance.host.versions
+    admission = None if versions is None else versions.take_admission(instance.actor_id)
     host = ActorWorkflowHost(instance, admission)
     runner = WorkflowRunner(host, run)
     instance.workflow = runner
     if admission is not None and admission.waiting_for is not None:
         return _hold(instance, runner, admission.waiting_for)
-    if admission is None and host.code_version is not None:
-        return _checked_run(instance, host, runner)
+    if admission is None and versions is not None:
+        return _checked_run(instance, host, runner, versions)
     return _run(instance, runner)
 
 
@@ -67,14 +69,14 @@ async def _run(instance: ActorInstance, runner: WorkflowRunner) -> None:
 
 
 async def _checked_run(
-    instance: ActorInstance, host: ActorWorkflowHost, runner: WorkflowRunner
+    instance: ActorInstance, host: ActorWorkflowHost, runner: WorkflowRunner, versions: RunVersions
 ) -> None:
     """A cluster node's run with no admission (every live node on one version): check
     its version with the history it loads, then run or hold it."""
     try:
         history = await host.load_history()
         host.preload(history)
-        waiting_for = await instance.host.admit_here(instance, history)
+        waiting_for = await versions.admit_here(instance, history)
     except BaseException:
         instance.activity.run_finished()
         raise
@@ -107,7 +109,8 @@ class ActorWorkflowHost:
         self._instance = instance
         # The history read by the version check of a cluster node, used once.
         self._preloaded = None if admission is None else admission.history
-        self.code_version = instance.host.code_version
+        versions = instance.host.versions
+        self.code_version = None if versions is None else versions.version
         # Fixed for the instance's life: read once, so the engine's hot path reads
         # plain attributes.
         self.actor_id = instance.actor_id

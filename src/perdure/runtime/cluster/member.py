@@ -288,6 +288,9 @@ class ClusterMember:
         held = self._held.get(actor_id)
         if held is None or self._trusted(held) > time.monotonic():
             return True
+        _log.warning(
+            "node %s could not heartbeat in time: dropping actor %s", self.node_id, actor_id
+        )
         del self._held[actor_id]
         self._give_up(actor_id, held.lease.generation)
         return False

@@ -98,14 +98,28 @@ class ActorDispatch:
             op.queue, body, op.wait, op.timeout, True, op.delay, op.at, op.idempotency_key
         )
 
-    async def resolve(self, address: ActorAddress) -> ActorRef:
-        """The ref of the actor ``address`` names (creating it for getOrCreate/create)."""
+    async def resolve(self, address: ActorAddress, *, then: ActorAddress | None = None) -> ActorRef:
+        """The ref of the actor ``address`` names (creating it for getOrCreate/create).
+
+        ``then``: the address to look up if the id came from the runtime's memory of
+        keys and its actor is found destroyed (default ``address``): a gateway that
+        asks ``get`` first, to call a creation gate only when it must create, passes its
+        getOrCreate here, so that a stale memory still ends in the key's actor."""
         if address.actor_id is not None:
             return ActorRef(self._runtime, address.actor_id)
-        actor_id = await self._runtime.resolve(
-            address.name, address.key, address.method, address.input
-        )
-        return ActorRef(self._runtime, actor_id)
+        runtime = self._runtime
+        name, key, method, input = address.name, address.key, address.method, address.input
+        remembered = method != "create" and runtime.remembers(name, key)
+        actor_id = await runtime.resolve(name, key, method, input)
+        if not remembered:
+            return ActorRef(runtime, actor_id)
+        if then is not None:
+            method, input = then.method, then.input
+
+        async def refind() -> str:
+            return await runtime.resolve(name, key, method, input, fresh=True)
+
+        return ActorRef(runtime, actor_id, refind=refind)
 
     async def perform_in(self, instance: ActorInstance, operation: Operation) -> Any:
         """Perform an operation that an actor starts on itself (a schedule fire): the
@@ -157,6 +171,11 @@ class ActorDispatch:
     ) -> tuple[ActorSummary, bool]:
         """``(actor, created)``: the actor with this name and key, created if new."""
         actor_id, created = await self._runtime.get_or_create_actor(name, key, input)
+        summary = await self.get(actor_id)
+        if summary is None:  # the id remembered for the key: its actor was destroyed since
+            actor_id, created = await self._runtime.get_or_create_actor(
+                name, key, input, fresh=True
+            )
         return await self._summary(actor_id), created
 
     async def create(

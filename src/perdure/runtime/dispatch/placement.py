@@ -164,13 +164,24 @@ class Placement:
         node that owns it."""
         target = await self.locate(actor_id, forwarded=False)
         if not isinstance(target, PeerNode):
-            return ConnectionRef(target, await target.connect(params, transport))
+            return ConnectionRef(target, await target.connect(params, transport), self.trusts)
         try:
             return await self.peers.connect(target, actor_id, params, transport)
         except PeerUnreachable:
-            self._forget(actor_id)
-            self._member.suspect(target.node_id)
+            self.unreachable(actor_id, target.node_id)
             raise
+
+    def unreachable(self, actor_id: str, node_id: str) -> None:
+        """``node_id``, which held ``actor_id``, could not be reached: forget it as the
+        actor's owner and avoid it for a while (the next look-up waits for its lease to
+        lapse if it is dead, then takes the actor over)."""
+        self._forget(actor_id)
+        self._member.suspect(node_id)
+
+    def trusts(self, actor_id: str) -> bool:
+        """False when this node can no longer trust its lease on the awake actor (it then
+        gives the actor up): see :meth:`ClusterMember.trusts`."""
+        return self._member.trusts(actor_id)
 
     async def sleep_elsewhere(self, actor_id: str) -> None:
         """Put an actor to sleep on the node that holds it, if any does."""

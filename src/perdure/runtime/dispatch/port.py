@@ -66,15 +66,27 @@ class DispatchHost(Protocol):
         ...
 
     async def resolve(
-        self, name: str, key: str | Sequence[str] | None, method: ResolveMethod, input: Any
+        self,
+        name: str,
+        key: str | Sequence[str] | None,
+        method: ResolveMethod,
+        input: Any,
+        *,
+        fresh: bool = False,
     ) -> str:
-        """The id of the actor ``name``/``key`` (created for getOrCreate/create)."""
+        """The id of the actor ``name``/``key`` (created for getOrCreate/create); a key's
+        id is remembered, ``fresh`` looks it up in the store again."""
+        ...
+
+    def remembers(self, name: str, key: str | Sequence[str] | None) -> bool:
+        """True when the id of actor ``name``/``key`` is known without a store read (a
+        destroyed actor's may be: see :meth:`resolve`)."""
         ...
 
     async def get_or_create_actor(
-        self, name: str, key: str | Sequence[str] | None, input: Any = None
+        self, name: str, key: str | Sequence[str] | None, input: Any = None, *, fresh: bool = False
     ) -> tuple[str, bool]:
-        """``(actor_id, created)``."""
+        """``(actor_id, created)``; ``fresh`` as for :meth:`resolve`."""
         ...
 
     async def create_actor(

@@ -8,9 +8,10 @@ live instance.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from perdure.errors import ActorNotFound, InvalidRequest
+from perdure.errors import ActorNotFound, ActorUnavailable, InvalidRequest, PerdureError
 from perdure.runtime.actor.contexts import check_access
 from perdure.runtime.actor.operations import (
     DESTROY,
@@ -39,6 +40,8 @@ if TYPE_CHECKING:
 
 __all__ = ["ActorRef", "ConnectionRef", "check_subscription"]
 
+T = TypeVar("T")
+
 
 class ActorRef:
     """One actor, by id. Each request finds (or wakes) its live instance.
@@ -50,19 +53,54 @@ class ActorRef:
     forwarding the operation to that node (:mod:`perdure.runtime.dispatch.placement`).
     """
 
-    __slots__ = ("_forwarded", "_runtime", "actor_id", "identity")
+    __slots__ = ("_forwarded", "_refind", "_runtime", "actor_id", "identity")
 
-    def __init__(self, runtime: DispatchHost, actor_id: str, forwarded: bool = False) -> None:
+    def __init__(
+        self,
+        runtime: DispatchHost,
+        actor_id: str,
+        forwarded: bool = False,
+        *,
+        refind: Callable[[], Awaitable[str]] | None = None,
+    ) -> None:
+        """``refind``: for a ref whose id came from the runtime's memory of keys, looks
+        the key up afresh. Its actor may have been destroyed since (by another node,
+        say): if the first request finds no actor, it asks for the key's actor now (a
+        getOrCreate creates it). Once a request has found the actor, the ref names
+        that actor only (a destroyed actor's ref then answers ``actor.not_found``)."""
         self._runtime = runtime
         self.actor_id = actor_id
         self.identity: ActorIdentity | None = None
         self._forwarded = forwarded
+        self._refind = refind
 
     async def _route(
         self, operation: Forwardable, params: Any = NO_CONNECTION
     ) -> tuple[ActorInstance | None, Any]:
         """``(instance, None)`` to serve here, or ``(None, result)`` from the node that
-        owns the actor."""
+        owns the actor (looking the key up again, once, if the actor is gone)."""
+        return await self._again_if_gone(lambda: self._route_once(operation, params))
+
+    async def _again_if_gone(self, attempt: Callable[[], Awaitable[T]]) -> T:
+        """``attempt()``; once more, for the key's actor now, if the actor was not found
+        and the ref was resolved by key (see ``refind``)."""
+        refind = self._refind
+        if refind is None:
+            return await attempt()
+        try:
+            result = await attempt()
+        except PerdureError as exc:
+            self._refind = None
+            if not _not_found(exc):
+                raise
+            self.actor_id = await refind()
+            return await attempt()
+        self._refind = None  # found: from now on the ref names this actor, as any other
+        return result
+
+    async def _route_once(
+        self, operation: Forwardable, params: Any
+    ) -> tuple[ActorInstance | None, Any]:
         instance = self._runtime.live_instance(self.actor_id)
         if instance is None:
             placement = self._runtime.placement
@@ -133,11 +171,15 @@ class ActorRef:
         ``on_connect``); events reach the client through ``transport``. In a cluster,
         a connection to an actor on another node is opened there (for an in-process
         caller; the server pipes a client's socket instead, see ``remote_owner``)."""
+        return await self._again_if_gone(lambda: self._connect(params, transport))
+
+    async def _connect(self, params: Any, transport: Transport) -> ConnectionRef | RemoteConnection:
         placement = self._runtime.placement
         if placement is not None and self._runtime.live_instance(self.actor_id) is None:
             return await placement.connect(self.actor_id, params, transport)
         instance = await self._instance()
-        return ConnectionRef(instance, await instance.connect(params, transport))
+        trusted = None if placement is None else placement.trusts
+        return ConnectionRef(instance, await instance.connect(params, transport), trusted)
 
     async def workflow_status(self) -> dict[str, Any]:
         """``{status, error, output}`` of the actor's workflow (waking it)."""
@@ -179,8 +221,17 @@ class ActorRef:
         placement = self._runtime.placement
         if placement is None or self._runtime.live_instance(self.actor_id) is not None:
             return None
-        target = await placement.locate(self.actor_id, forwarded=self._forwarded)
+        target = await self._again_if_gone(
+            lambda: placement.locate(self.actor_id, forwarded=self._forwarded)
+        )
         return target if isinstance(target, PeerNode) else None
+
+    def owner_unreachable(self, node: PeerNode) -> None:
+        """The server could not open the connection :meth:`remote_owner` named on
+        ``node``: the next :meth:`remote_owner` looks again, avoiding that node."""
+        placement = self._runtime.placement
+        if placement is not None:
+            placement.unreachable(self.actor_id, node.node_id)
 
     async def raw(
         self,
@@ -216,13 +267,23 @@ class ActorRef:
 
 
 class ConnectionRef:
-    """One open connection to an actor, as its holder (a socket, a local client) sees it."""
+    """One open connection to an actor, as its holder (a socket, a local client) sees it.
 
-    __slots__ = ("_conn", "_instance", "identity")
+    ``trusted(actor_id)`` (on a cluster node) says whether the node still trusts its lease
+    on the actor: an action called over the connection is refused when it does not.
+    """
 
-    def __init__(self, instance: ActorInstance, conn: Connection) -> None:
+    __slots__ = ("_conn", "_instance", "_trusted", "identity")
+
+    def __init__(
+        self,
+        instance: ActorInstance,
+        conn: Connection,
+        trusted: Callable[[str], bool] | None = None,
+    ) -> None:
         self._instance = instance
         self._conn = conn
+        self._trusted = trusted
         self.identity = instance.identity
 
     @property
@@ -281,12 +342,31 @@ class ConnectionRef:
         return len(self._conn.subscriptions)
 
     async def call(self, action: str, args: list[Any]) -> Any:
-        """Call an action over this connection (the action sees it as ``c.conn``)."""
+        """Call an action over this connection (the action sees it as ``c.conn``).
+
+        A request on a socket reaches the instance without the placement's look-up, so
+        the lease is checked here: a node resumed after a pause past its lease (or cut
+        off from the store) may read a queued request before its watchdog has dropped
+        the actor, and another node may own it by then. Answering from this instance's
+        memory could be stale (a read commits nothing for the fence to refuse), so the
+        call is refused, and the check gives the actor up, which closes the connection
+        (the client reconnects, to the new owner)."""
+        trusted = self._trusted
+        if trusted is not None and not trusted(self._instance.actor_id):
+            raise ActorUnavailable(
+                f"This node no longer holds actor `{self._instance.actor_id}`; reconnect.",
+                metadata={"actor_id": self._instance.actor_id},
+            )
         return await self._instance.call_action(action, args, self._conn)
 
     async def close(self) -> None:
         """Forget the connection and run ``on_disconnect`` (once, however often called)."""
         await self._instance.disconnect(self._conn)
+
+
+def _not_found(error: PerdureError) -> bool:
+    """``actor.not_found``, raised here or answered by another node."""
+    return error.group == "actor" and error.code == "not_found"
 
 
 def check_subscription(definition: ActorDefinition, event: str) -> None:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import logging
 import secrets
 from collections.abc import Coroutine, Sequence
@@ -31,18 +30,18 @@ from perdure.errors import (
     UserError,
 )
 from perdure.keys import Key, normalize_key
-from perdure.registry import Registry, registry_digest
+from perdure.registry import Registry
 from perdure.runtime.actor.instance import ActorInstance
 from perdure.runtime.actor.operations import CallAction, ResolveMethod
-from perdure.runtime.actor.workflow_host import Admission
 from perdure.runtime.actor.workflow_outcomes import WorkflowOutcomes
 from perdure.runtime.admin.feed import ActorFeed
 from perdure.runtime.cluster.member import ClusterMember, NodeConfig
 from perdure.runtime.dispatch.dispatcher import ActorDispatch
 from perdure.runtime.dispatch.placement import Placement
 from perdure.runtime.host.alarms import AlarmScheduler
+from perdure.runtime.host.known_ids import KnownIds
 from perdure.runtime.host.readiness import Readiness
-from perdure.runtime.host.versions import PlacedByVersion, VersionPlacement
+from perdure.runtime.host.versions import PlacedByVersion, VersionPlacement, with_code_version
 from perdure.runtime.kernel.clock import Clock, SystemClock
 from perdure.runtime.kernel.core import StopReason
 from perdure.runtime.kernel.tasks import TaskOwner
@@ -58,8 +57,6 @@ T = TypeVar("T")
 _START_WAITER_TURNS = 100
 _log = logging.getLogger("perdure.runtime")
 _DROP_GRACE = 1.0  # seconds the calls of a dropped instance have to answer
-_HANDED_OVER_RETRY_MS = 1000
-_MOVE_GRACE = 5.0  # seconds the calls of a held run's actor have to answer before it moves
 _STOPPED: dict[str, str] = {"sleep": "slept", "destroy": "destroyed", "shutdown": "stopped"}
 
 
@@ -88,6 +85,8 @@ class ActorRuntime:
         # The awake actors by name and key: a request naming one by key needs no store
         # read (keys never change, and a destroyed actor stops being "running" first).
         self._live_by_key: dict[tuple[str, Key], ActorInstance] = {}
+        # The ids of actors found or created by key, awake or not (known_ids.py).
+        self._ids_by_key = KnownIds()
         # Store lookups by key in flight: concurrent requests for one key share one.
         self._finding: dict[tuple[str, Key], asyncio.Future[str | None]] = {}
         self._waking: dict[str, asyncio.Future[ActorInstance]] = {}
@@ -109,15 +108,12 @@ class ActorRuntime:
         self.feed = ActorFeed(self)
         self.cluster: ClusterMember | None = None
         self.placement: Placement | None = None
-        # A cluster node's version check of workflow runs (runtime/host/versions.py).
-        self.versions: VersionPlacement | None = None
+        self.versions: VersionPlacement | None = None  # a node's check of its runs' code
         if node is not None:
-            if node.code_version is None:
-                node = dataclasses.replace(node, code_version=registry_digest(registry))
-            assert node.code_version is not None
+            node, version = with_code_version(node, registry)
             self.cluster = ClusterMember(store, node, self._give_up)
             self.placement = Placement(self, self.cluster)
-            self.versions = VersionPlacement(self, self.cluster, self.placement, node.code_version)
+            self.versions = VersionPlacement(self, self.cluster, self.placement, version)
         # /ready: whether the store answers (a cached, cheap query).
         self.readiness = Readiness(store)
         self._started = False
@@ -252,32 +248,48 @@ class ActorRuntime:
         key: str | Sequence[str] | None,
         method: ResolveMethod = "getOrCreate",
         input: Any = None,
+        *,
+        fresh: bool = False,
     ) -> str:
-        """The actor id for ``(name, key)`` by ``get``, ``getOrCreate`` or ``create``."""
+        """The actor id for ``(name, key)`` by ``get``, ``getOrCreate`` or ``create``.
+        ``fresh``: look the key up in the store even if its id is known (the actor that
+        id names was not found: destroyed since)."""
         if method == "get":
-            return await self._existing_actor_id(name, key)
+            return await self._existing_actor_id(name, key, fresh=fresh)
         if method == "create":
             return await self.create_actor(name, key, input)
         if method == "getOrCreate":
-            actor_id, _ = await self.get_or_create_actor(name, key, input)
+            actor_id, _ = await self.get_or_create_actor(name, key, input, fresh=fresh)
             return actor_id
         raise InvalidRequest(f"Unknown resolve method `{method}`.")
 
-    async def _existing_actor_id(self, name: str, key: str | Sequence[str] | None) -> str:
+    def remembers(self, name: str, key: str | Sequence[str] | None) -> bool:
+        """True when the id of actor ``(name, key)`` is remembered from an earlier lookup
+        or creation (its actor may have been destroyed since, by another node)."""
+        return (name, normalize_key(key)) in self._ids_by_key
+
+    async def _existing_actor_id(
+        self, name: str, key: str | Sequence[str] | None, *, fresh: bool = False
+    ) -> str:
         """The id of an existing actor; ``actor.not_found`` otherwise."""
         self.definition(name)
-        actor_id = await self._find_actor_id(name, normalize_key(key))
+        actor_id = await self._find_actor_id(name, normalize_key(key), fresh=fresh)
         if actor_id is None:
             raise ActorNotFound()
         return actor_id
 
     async def get_or_create_actor(
-        self, name: str, key: str | Sequence[str] | None, input: Any = None
+        self,
+        name: str,
+        key: str | Sequence[str] | None,
+        input: Any = None,
+        *,
+        fresh: bool = False,
     ) -> tuple[str, bool]:
         """``(actor_id, created)``; creates (and starts) the actor if the key is new."""
         self.definition(name)
         parts = normalize_key(key)
-        actor_id = await self._find_actor_id(name, parts)
+        actor_id = await self._find_actor_id(name, parts, fresh=fresh)
         if actor_id is not None:
             return actor_id, False
         pending = self._creating.get((name, parts))
@@ -293,14 +305,18 @@ class ActorRuntime:
                 raise
             return found, False
 
-    async def _find_actor_id(self, name: str, key: Key) -> str | None:
-        """The id of actor ``(name, key)``, ``None`` if there is none: an awake one's
-        without a store read, else one read shared by every concurrent lookup of the key
-        (run as a task of its own, so that a caller cancelled midway cancels no one
-        else's)."""
+    async def _find_actor_id(self, name: str, key: Key, *, fresh: bool = False) -> str | None:
+        """The id of actor ``(name, key)``, ``None`` if there is none: an awake one's, or
+        one found or created before, without a store read (unless ``fresh``), else one
+        read shared by every concurrent lookup of the key (run as a task of its own, so
+        that a caller cancelled midway cancels no one else's)."""
         live = self._live_by_key.get((name, key))
         if live is not None and live.status == "running":
             return live.actor_id
+        if fresh:
+            self._ids_by_key.drop(name, key)
+        elif (known := self._ids_by_key.get(name, key)) is not None:
+            return known
         finding = self._finding.get((name, key))
         if finding is None:
             finding = asyncio.ensure_future(self._look_up(name, key))
@@ -310,7 +326,10 @@ class ActorRuntime:
 
     async def _look_up(self, name: str, key: Key) -> str | None:
         record = await self.store.find_actor(name, key)
-        return None if record is None else record.actor_id
+        if record is None:
+            return None
+        self._ids_by_key.remember(name, key, record.actor_id)
+        return record.actor_id
 
     async def create_actor(
         self, name: str, key: str | Sequence[str] | None, input: Any = None
@@ -333,6 +352,7 @@ class ActorRuntime:
             now = self.clock.now_ms()
             record = ActorRecord(new_actor_id(now), name, key, now, input=encoded_input)
             await self.store.create_actor(record)
+            self._ids_by_key.remember(name, key, record.actor_id)
             future.set_result(record.actor_id)
         except BaseException as exc:
             future.set_exception(exc)
@@ -353,6 +373,7 @@ class ActorRuntime:
                     # never start must not stay behind (a retry with a good input
                     # creates it afresh).
                     await self.store.delete_actor(record.actor_id)
+                    self._ids_by_key.forget(name, key, record.actor_id)
                 raise
         return record.actor_id
 
@@ -536,6 +557,7 @@ class ActorRuntime:
         """Destroy an actor (waking it first so ``on_destroy`` runs) and wait until done."""
         instance = await self.instance(actor_id)
         await self._stop_instance(instance, "destroy")
+        self._ids_by_key.forget(instance.name, instance.key, actor_id)
 
     # --------------------------------------------------------------- operations
     # Shorthands for in-process callers; each goes through the dispatch seam.
@@ -552,45 +574,27 @@ class ActorRuntime:
         """Wake an actor because its alarm is due (the workflow/schedules take over).
 
         Returns ``None``, or, when another node holds the actor (its timers are that
-        node's), when its lease runs out (epoch ms): no point trying before then.
+        node's), when to look again (epoch ms): no point trying before then.
+
+        In a cluster the lease is read first (a plain read): an actor held by another
+        live node is left to it without trying to take it. Taking it is a write in this
+        node's writer that locks the actor's row, so it waits for the owner's commit in
+        progress on that row, and every commit of this node queued behind it waits too:
+        with every node trying each awake actor's due alarm once per TTL, that stalled
+        sends for 1-2 s at p99 (bench/README.md, "The p99 stall").
         """
+        cluster = self.cluster
+        if cluster is not None:
+            lease = await self.store.get_lease(actor_id)
+            held_by = None if lease is None else lease.node_id
+            if held_by is not None and held_by != cluster.node_id and cluster.listed(held_by):
+                return self.clock.now_ms() + cluster.config.heartbeat_ms
         try:
             await self.instance(actor_id)
         except (ActorNotFound, ActorStopping):
             return None  # destroyed, or this runtime is stopping: the alarm waits in the store
-        except PlacedByVersion as exc:
-            if self.versions is not None:  # its run belongs on a node of its version
-                await self.versions.hand_over(actor_id, exc.owner_node)
-            # That node holds it now (or could not be reached): look again in a second,
-            # not at the scheduler's next pass.
-            return self.clock.now_ms() + _HANDED_OVER_RETRY_MS
+        except PlacedByVersion as exc:  # its run belongs on a node of its version
+            return await exc.hand_over()
         except ActorOwnedElsewhere as exc:
             return exc.expires_at
         return None
-
-    # ------------------------------------------------------ version placement
-
-    @property
-    def code_version(self) -> str | None:
-        """The version of the code this node announces; ``None`` on a single server."""
-        return None if self.versions is None else self.versions.version
-
-    def take_admission(self, actor_id: str) -> Admission | None:
-        """The version check's decision for the workflow actor being woken (once)."""
-        return None if self.versions is None else self.versions.take_admission(actor_id)
-
-    async def admit_here(self, instance: ActorInstance, history: dict[str, bytes]) -> str | None:
-        """The run task's version check: the version the run must wait for, or ``None``."""
-        return None if self.versions is None else await self.versions.admit_here(instance, history)
-
-    async def move_away(self, instance: ActorInstance) -> None:
-        """A held run's version has a live node again: put its actor to sleep here and
-        wake it there (the version check hands it over). Requests already inside it
-        finish first (bounded); one that found it just before it stops and had not
-        entered yet gets ``actor.aborted``, as with any sleep."""
-        activity = instance.activity
-        deadline = asyncio.get_running_loop().time() + _MOVE_GRACE
-        while activity.working and asyncio.get_running_loop().time() < deadline:
-            await activity.wait_idle(deadline)
-        await self._stop_instance(instance, "sleep")
-        await self.wake_for_alarm(instance.actor_id)

@@ -29,10 +29,12 @@ here (nor does a plain actor).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from typing import TYPE_CHECKING
 
 from perdure.errors import ActorOwnedElsewhere
+from perdure.registry import Registry, registry_digest
 from perdure.runtime.actor.operations import STATUS
 from perdure.runtime.actor.workflow_host import Admission
 from perdure.store.encoding import decode_value
@@ -42,23 +44,39 @@ from perdure.workflows.judge import judge_history
 if TYPE_CHECKING:
     from perdure.definition import ActorDefinition
     from perdure.runtime.actor.instance import ActorInstance
-    from perdure.runtime.cluster.member import ClusterMember
+    from perdure.runtime.cluster.member import ClusterMember, NodeConfig
     from perdure.runtime.dispatch.placement import Placement
     from perdure.runtime.host.actor_runtime import ActorRuntime
     from perdure.store.base import ActorRecord, Lease
 
-__all__ = ["PlacedByVersion", "VersionPlacement"]
+__all__ = ["PlacedByVersion", "VersionPlacement", "with_code_version"]
 
 _log = logging.getLogger("perdure.cluster")
 # The statuses of a run that has not ended (a run of another status replays nothing).
 _LIVE = frozenset({"pending", "running", "paused"})
 # How long judging one history may take (as `perdure check --timeout`'s default).
 _JUDGE_TIMEOUT = 10.0
+_HANDED_OVER_RETRY_MS = 1000
+_MOVE_GRACE = 5.0  # seconds the calls of a held run's actor have to answer before it moves
 
 
 class PlacedByVersion(ActorOwnedElsewhere):
     """The actor's run belongs on ``owner_node``, a live node of its code version: this
     node gave the lease back (a request is forwarded there; an alarm is handed over)."""
+
+    def __init__(self, placement: VersionPlacement, actor_id: str, node_id: str) -> None:
+        super().__init__(actor_id, node_id, 0)
+        self._placement = placement
+
+    async def hand_over(self) -> int:
+        """Wake the actor on that node (an alarm's wake); when to look again (epoch ms)."""
+        return await self._placement.hand_over(self.actor_id, self.owner_node)
+
+
+def with_code_version(node: NodeConfig, registry: Registry) -> tuple[NodeConfig, str]:
+    """``node`` with its code version (by default the registry's digest), and that."""
+    version = node.code_version or registry_digest(registry)
+    return dataclasses.replace(node, code_version=version), version
 
 
 class VersionPlacement:
@@ -116,7 +134,7 @@ class VersionPlacement:
         node = self._member.node_running(recorded, record.actor_id)
         if node is not None:
             await self._member.release(record.actor_id, lease.generation)
-            raise PlacedByVersion(record.actor_id, node.node_id, 0)
+            raise PlacedByVersion(self, record.actor_id, node.node_id)
         waiting_for = await self._judge(record, definition, history, recorded)
         if waiting_for is not None:
             self.watch(self._runtime)  # to move it once a node of its version lives
@@ -175,16 +193,30 @@ class VersionPlacement:
         )
         return recorded
 
-    async def hand_over(self, actor_id: str, node_id: str) -> None:
+    async def hand_over(self, actor_id: str, node_id: str) -> int:
         """Wake the actor on ``node_id`` (an alarm found it due here, but its run belongs
-        to that node's version). A node that cannot be reached is left to the alarm."""
+        to that node's version). Returns when the alarm is worth a look again (epoch ms):
+        in a second, not at the scheduler's next pass, whether that node took it or
+        could not be reached."""
         node = await self._member.find_peer(node_id)
-        if node is None:
-            return
-        try:
-            await self._placement.peers.perform(node, actor_id, STATUS, None)
-        except Exception as exc:
-            _log.info("handing actor %s to node %s failed: %s", actor_id, node_id, exc)
+        if node is not None:
+            try:
+                await self._placement.peers.perform(node, actor_id, STATUS, None)
+            except Exception as exc:
+                _log.info("handing actor %s to node %s failed: %s", actor_id, node_id, exc)
+        return self._runtime.clock.now_ms() + _HANDED_OVER_RETRY_MS
+
+    async def move_away(self, instance: ActorInstance) -> None:
+        """A held run's version has a live node again: put its actor to sleep here and
+        wake it there (the wake hands it over). Requests already inside it finish first
+        (bounded); one that found it just before it stops and had not entered yet gets
+        ``actor.aborted``, as with any sleep."""
+        activity = instance.activity
+        deadline = asyncio.get_running_loop().time() + _MOVE_GRACE
+        while activity.working and asyncio.get_running_loop().time() < deadline:
+            await activity.wait_idle(deadline)
+        await self._runtime.sleep_actor(instance.actor_id)
+        await self._runtime.wake_for_alarm(instance.actor_id)
 
     def watch(self, runtime: ActorRuntime) -> None:
         """Start (once) the loop that moves held runs to a node of their version."""
@@ -201,7 +233,7 @@ class VersionPlacement:
             for instance in held:
                 version = instance.waiting_for_version
                 if version is not None and self._member.node_running(version, instance.actor_id):
-                    await runtime.move_away(instance)
+                    await self.move_away(instance)
 
 
 def _recorded_version(history: dict[str, bytes]) -> str | None:

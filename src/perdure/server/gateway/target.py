@@ -263,7 +263,7 @@ async def resolve_target(
     if creation is not None and target.method != "get":
         if target.method == "getOrCreate":
             try:
-                return await dispatch.resolve(replace(address, method="get"))
+                return await dispatch.resolve(replace(address, method="get"), then=address)
             except ActorNotFound:
                 pass
         creation()

@@ -34,7 +34,7 @@ from urllib.parse import quote, unquote
 
 from websockets.asyncio.client import ClientConnection
 
-from perdure.errors import ClientCapReached, InvalidRequest, PerdureError
+from perdure.errors import ClientCapReached, InvalidRequest, PeerUnreachable, PerdureError
 from perdure.protocol.codec import Encoding, decode_to_server, is_binary, parse_encoding
 from perdure.protocol.messages import ActionRequest, Init, SubscriptionRequest
 from perdure.registry import RegistryOptions
@@ -75,6 +75,11 @@ _ENCODING_PREFIX = "rivet_encoding."
 _PARAMS_PREFIX = "rivet_conn_params."
 _ACTOR_PREFIX = "rivet_actor."
 _DEFAULT_IN_FLIGHT = RegistryOptions().max_actions_in_flight_per_connection
+# How long a socket whose actor's owner does not answer waits for another node to take
+# the actor over (a dead node's lease lapses one TTL after its last heartbeat: 5 s by
+# default), trying again every _PIPE_PAUSE s.
+_PIPE_PATIENCE = 15.0
+_PIPE_PAUSE = 0.1
 CAP_CLOSE_CODE = 1013
 """The close code of a socket refused by a per-client cap: "try again later" (the cap is
 passing, unlike a policy refusal's 1008)."""
@@ -160,23 +165,34 @@ class ConnectHandler:
         forwarded = self._forwarded(scope)
         creation = self.limits.creation_gate(scope)
         actor = await resolve_target(self.dispatch, target, forwarded=forwarded, creation=creation)
-        owner = await actor.remote_owner()
-        if owner is None:
-            # c.request for the connect hooks, every action and on_disconnect (its tasks
-            # inherit it: _action).
-            bind_request(scope, actor.actor_id)
-            return await actor.connect(params, channel)
-        cluster = self.cluster
-        assert cluster is not None  # only a cluster node has remote owners
-        return await open_upstream(
-            owner,
-            actor.actor_id,
-            list(scope.get("subprotocols") or ()),
-            params_text,
-            origin_node=cluster.node_id,
-            secret=cluster.secret,
-            max_size=self.max_frame,
-        )
+        deadline = asyncio.get_running_loop().time() + _PIPE_PATIENCE
+        while True:
+            owner = await actor.remote_owner()
+            if owner is None:
+                # c.request for the connect hooks, every action and on_disconnect (its
+                # tasks inherit it: _action).
+                bind_request(scope, actor.actor_id)
+                return await actor.connect(params, channel)
+            cluster = self.cluster
+            assert cluster is not None  # only a cluster node has remote owners
+            try:
+                return await open_upstream(
+                    owner,
+                    actor.actor_id,
+                    list(scope.get("subprotocols") or ()),
+                    params_text,
+                    origin_node=cluster.node_id,
+                    secret=cluster.secret,
+                    max_size=self.max_frame,
+                )
+            except PeerUnreachable:
+                # The owner died (or is cut off): look again, avoiding it, until its
+                # lease lapses and this node takes the actor over, rather than answer an
+                # error the official client takes as final (it stops reconnecting).
+                if asyncio.get_running_loop().time() >= deadline:
+                    raise
+                actor.owner_unreachable(owner)
+                await asyncio.sleep(_PIPE_PAUSE)
 
     def _forwarded(self, scope: Scope) -> bool:
         """True for a connection another node piped here; refused without the secret.
