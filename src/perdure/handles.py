@@ -162,7 +162,15 @@ class ActorEvent:
 class WorkflowStatus(TypedDict):
     """A workflow's status (:meth:`Handle.workflow_status`, the ``$workflow`` action)."""
 
-    status: Literal["pending", "running", "paused", "completed", "failed", "cancelled"]
+    status: Literal[
+        "pending",
+        "running",
+        "paused",
+        "waiting_for_version",
+        "completed",
+        "failed",
+        "cancelled",
+    ]
     error: Any
     output: Any
 

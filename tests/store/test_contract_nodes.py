@@ -161,3 +161,16 @@ async def test_a_lone_server_cannot_claim_an_actor_of_a_heartbeating_node(store:
     claimed = await store.claim_actor("a1")
     assert claimed is not None
     assert await store.get_lease("a1") is None
+
+
+async def test_a_node_announces_its_code_version(store: Store) -> None:
+    """The version a node registers with (issue 33) is listed, kept by heartbeats, and
+    replaced when the node registers again (a restart on new code)."""
+    node = await store.register_node("n1", ADDRESS, 60_000, code_version="v1")
+    await store.register_node("n2", ADDRESS, 60_000)
+    assert node.code_version == "v1"
+    await store.heartbeat_node("n1", 60_000, draining=True)
+    listed = {n.node_id: n.code_version for n in await store.list_nodes()}
+    assert listed == {"n1": "v1", "n2": None}
+    await store.register_node("n1", ADDRESS, 60_000, code_version="v2")
+    assert [n.code_version for n in await store.list_nodes()] == ["v2", None]

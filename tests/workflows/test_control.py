@@ -250,3 +250,15 @@ async def test_a_cancel_in_one_branch_of_a_join_stops_the_others(rig: Rig) -> No
     with pytest.raises(WorkflowCancelled):
         await rig.handle("wf").workflow_result(timeout=5)  # not the long step's 30 s
     assert log == []
+
+
+def test_a_held_run_shows_waiting_for_version_until_it_ends() -> None:
+    """Issue 33: a run held for its code version shows so, a pause shows first, and an
+    ended run shows its end whatever its record still says."""
+    from perdure.workflows.control import shown_status
+
+    held = {"status": "running", "waitingForVersion": "v1"}
+    assert shown_status(held) == "waiting_for_version"
+    assert shown_status({**held, "paused": True}) == "paused"
+    assert shown_status({**held, "status": "completed"}) == "completed"
+    assert shown_status({"status": "running"}) == "running"

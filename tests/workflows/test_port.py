@@ -93,6 +93,7 @@ class FakeHost:
         self.actor = FakeActor()
         self.now = 1_000
         self.run_timeout = 0.0
+        self.code_version: str | None = None
 
     async def load_history(self) -> dict[str, bytes]:
         return dict(self.stored)
@@ -236,3 +237,21 @@ async def test_a_step_that_uses_a_queue_the_actor_lacks_fails_the_workflow() -> 
     await runner.run()
     assert runner.status()["status"] == "failed"
     assert [next(iter(event)) for event in fake.errors] == ["step", "workflow"]
+
+
+async def test_a_run_records_the_code_version_it_starts_on_only_when_it_has_one() -> None:
+    """Issue 33: a cluster node's run records its version (and forgets a version it
+    waited for); a single server's host has none and records nothing of it."""
+    from perdure.store.encoding import decode_value
+
+    alone = FakeHost()
+    await WorkflowRunner(alone, Counting().run).run()
+    assert "codeVersion" not in decode_value(alone.stored[META_LOCATION])
+    node = FakeHost()
+    node.code_version = "v2"
+    runner = WorkflowRunner(node, Counting().run)
+    runner.meta["waitingForVersion"] = "v1"  # as a held run's record says
+    await runner.run()
+    meta = decode_value(node.stored[META_LOCATION])
+    assert meta["codeVersion"] == "v2"
+    assert "waitingForVersion" not in meta

@@ -156,8 +156,8 @@ async def _nodes(args: argparse.Namespace) -> int:
         state = "draining" if node.draining else ("live" if alive else "dead")
         beat = (now - node.heartbeat_at) / 1000
         print(
-            f"{node.node_id}  {node.address}  {state}  {node.actors} actor(s)  "
-            f"heartbeat {beat:.1f} s ago"
+            f"{node.node_id}  {node.address}  {state}  code {node.code_version or '-'}  "
+            f"{node.actors} actor(s)  heartbeat {beat:.1f} s ago"
         )
     if not records and not args.json:
         print("no live nodes", file=sys.stderr)

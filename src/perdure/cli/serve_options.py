@@ -102,6 +102,12 @@ def _add_cluster_options(parser: argparse.ArgumentParser) -> None:
         "store.unavailable ($PERDURE_STORE_TIMEOUT; default 5)",
     )
     group.add_argument(
+        "--code-version",
+        help="the version of the code this node runs, announced to the cluster so that a "
+        "workflow run stays on the code it started on ($PERDURE_CODE_VERSION; default: a "
+        "digest of the registry's definitions and workflow code)",
+    )
+    group.add_argument(
         "--cluster-secret",
         help="the secret nodes present to each other, the same on every node "
         "($PERDURE_CLUSTER_SECRET; the database keeps only its digest); default: the nodes "
@@ -363,8 +369,10 @@ def lease_ttl(args: argparse.Namespace) -> float:
 def node_config(args: argparse.Namespace, url: str) -> NodeConfig | None:
     """The node's identity when the store is shared (PostgreSQL), else ``None``."""
     if not url.startswith(("postgresql://", "postgres://")):
-        if args.node_id or args.advertise:
-            raise CliError("--node-id and --advertise need a PostgreSQL store (--store)")
+        if args.node_id or args.advertise or args.code_version:
+            raise CliError(
+                "--node-id, --advertise and --code-version need a PostgreSQL store (--store)"
+            )
         return None
     env = os.environ.get
     host = args.host if args.host not in ("0.0.0.0", "::", "") else "127.0.0.1"
@@ -381,6 +389,8 @@ def node_config(args: argparse.Namespace, url: str) -> NodeConfig | None:
             # Without one the nodes agree on a secret through the store (cli.cluster_secret).
             # Not the client token: whoever has it could then act as a node.
             secret=args.cluster_secret or env("PERDURE_CLUSTER_SECRET") or None,
+            # Without one the runtime announces a digest of the registry (registry_digest).
+            code_version=args.code_version or env("PERDURE_CODE_VERSION") or None,
         )
     except ValueError as exc:
         raise CliError(str(exc)) from None

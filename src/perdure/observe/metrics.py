@@ -100,6 +100,9 @@ class _LiveActor(Protocol):
     @property
     def queue(self) -> _LiveQueue | None: ...
 
+    @property
+    def waiting_for_version(self) -> str | None: ...
+
 
 class _Directory(Protocol):
     """The runtime's dispatch seam: how many actors are awake here, and stored."""
@@ -299,6 +302,12 @@ class MetricsObserver(Observer):
             "Messages in the queues of actors awake here (received, uncompleted ones too).",
             actor,
         )
+        self.waiting_for_version = new.gauge(
+            "perdure_workflows_waiting_for_version",
+            "Workflow runs held here because no live node runs the code version they "
+            "started on and their history does not replay on this node's (a cluster).",
+            actor,
+        )
         queue = ["actor", "queue"]
         self.in_progress = new.gauge(
             "perdure_queue_in_progress",
@@ -376,9 +385,12 @@ class MetricsObserver(Observer):
         names = [*self.actor_names, *(name for name in awake if name not in self.actor_names)]
         connections = dict.fromkeys(names, 0)
         depth = dict.fromkeys(names, 0)
+        held = dict.fromkeys(names, 0)
         limited: dict[tuple[str, str], tuple[int, int]] = {}
         for instance in runtime.live_instances():
             connections[instance.name] = connections.get(instance.name, 0) + len(instance.conns)
+            if instance.waiting_for_version is not None:
+                held[instance.name] = held.get(instance.name, 0) + 1
             queue = instance.queue
             if queue is not None:
                 depth[instance.name] = depth.get(instance.name, 0) + len(queue)
@@ -393,6 +405,7 @@ class MetricsObserver(Observer):
         self.sleeping.replace({(name,): max(stored[name] - here[name], 0) for name in names})
         self.connections.replace({(name,): connections.get(name, 0) for name in names})
         self.depth.replace({(name,): depth.get(name, 0) for name in names})
+        self.waiting_for_version.replace({(name,): held.get(name, 0) for name in names})
         # Per queue, summed over the actors and their keys: never a series per key.
         self.in_progress.replace({labels: counts[0] for labels, counts in limited.items()})
         self.waiting_for_slot.replace({labels: counts[1] for labels, counts in limited.items()})

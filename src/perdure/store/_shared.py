@@ -121,19 +121,22 @@ def lease_from_rows(actor_id: str, rows: list[Any]) -> Lease | None:
     return Lease(actor_id, owner, generation, expires_at)
 
 
-def new_node(node_id: str, address: str, ttl_ms: int, now: int) -> NodeRecord:
+def new_node(
+    node_id: str, address: str, ttl_ms: int, now: int, code_version: str | None = None
+) -> NodeRecord:
     """The record of a node (re)registered at ``now`` (memory and SQLite)."""
     check_ttl(ttl_ms)
-    return NodeRecord(node_id, address, now, now, now + ttl_ms)
+    return NodeRecord(node_id, address, now, now, now + ttl_ms, code_version=code_version)
 
 
 def node_from_row(row: Sequence[Any]) -> NodeRecord:
     """The record of a row ``node_id, address, started_at, heartbeat_at, expires_at,
-    draining`` (an integer on SQLite), optionally followed by the count of actors."""
-    node_id, address, started_at, heartbeat_at, expires_at, draining = row[:6]
-    actors = row[6] if len(row) > 6 else 0
+    draining`` (an integer on SQLite), ``code_version``, optionally followed by the count
+    of actors."""
+    node_id, address, started_at, heartbeat_at, expires_at, draining, version = row[:7]
+    actors = row[7] if len(row) > 7 else 0
     return NodeRecord(
-        node_id, address, started_at, heartbeat_at, expires_at, bool(draining), actors
+        node_id, address, started_at, heartbeat_at, expires_at, bool(draining), actors, version
     )
 
 

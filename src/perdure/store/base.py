@@ -356,12 +356,19 @@ class Store(ABC):
 
     @abstractmethod
     async def register_node(
-        self, node_id: str, address: str, ttl_ms: int, *, now: int | None = None
+        self,
+        node_id: str,
+        address: str,
+        ttl_ms: int,
+        *,
+        now: int | None = None,
+        code_version: str | None = None,
     ) -> NodeRecord:
-        """Record node ``node_id`` at ``address``, alive until ``now + ttl_ms``.
+        """Record node ``node_id`` at ``address``, alive until ``now + ttl_ms``, running
+        code ``code_version``.
 
-        An upsert: registering an id again replaces its address and starts it afresh
-        (``started_at = heartbeat_at = now``, not draining). ``ValueError`` unless
+        An upsert: registering an id again replaces its address and version and starts it
+        afresh (``started_at = heartbeat_at = now``, not draining). ``ValueError`` unless
         ``ttl_ms > 0``.
         """
 

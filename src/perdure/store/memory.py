@@ -186,11 +186,18 @@ class MemoryStore(Store):
     # --- membership ------------------------------------------------------------------
 
     async def register_node(
-        self, node_id: str, address: str, ttl_ms: int, *, now: int | None = None
+        self,
+        node_id: str,
+        address: str,
+        ttl_ms: int,
+        *,
+        now: int | None = None,
+        code_version: str | None = None,
     ) -> NodeRecord:
         """Record the node, replacing an earlier registration of the same id."""
         self._check_open()
-        node = new_node(node_id, address, ttl_ms, wall_clock_ms() if now is None else now)
+        now = wall_clock_ms() if now is None else now
+        node = new_node(node_id, address, ttl_ms, now, code_version)
         self._nodes[node_id] = node
         return node
 

@@ -409,6 +409,18 @@ CREATE TABLE actor_kv (
 );
 """
 
+# Design notes for migration 11 (a node's code version, issue 33):
+# - Each node announces the version of the code it runs (`perdure serve --code-version`,
+#   by default a digest of its registry's definitions) so that placement can keep a
+#   workflow run on the code it started with. NULL: a node of an earlier release, which
+#   announces none (and is treated as running an unknown version).
+_V11_SQLITE = """
+ALTER TABLE nodes ADD COLUMN code_version TEXT;
+"""
+_V11_POSTGRES = """
+ALTER TABLE nodes ADD COLUMN code_version TEXT;
+"""
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "actors_queue_history", sqlite=_V1_SQLITE, postgres=_V1_POSTGRES),
     Migration(2, "schedules", sqlite=_V2_SQLITE, postgres=_V2_POSTGRES),
@@ -420,6 +432,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(8, "cluster_secret", sqlite=_V8_SQLITE, postgres=_V8_POSTGRES),
     Migration(9, "idempotency_keys", sqlite=_V9_SQLITE, postgres=_V9_POSTGRES),
     Migration(10, "actor_kv", sqlite=_V10_SQLITE, postgres=_V10_POSTGRES),
+    Migration(11, "node_code_version", sqlite=_V11_SQLITE, postgres=_V11_POSTGRES),
 )
 
 

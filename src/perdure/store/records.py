@@ -19,7 +19,8 @@ class NodeRecord:
     (``heartbeat_at`` plus the ttl it asked for) it is dead to the others. A
     ``draining`` node is still alive but takes no new actors. ``actors`` counts the
     actors on which it holds an unexpired lease: filled by :meth:`Store.list_nodes`,
-    0 elsewhere.
+    0 elsewhere. ``code_version`` is the version of the code the node announced when it
+    registered (``None``: it announced none).
     """
 
     node_id: str
@@ -29,6 +30,7 @@ class NodeRecord:
     expires_at: int
     draining: bool = False
     actors: int = 0
+    code_version: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

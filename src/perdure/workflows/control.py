@@ -36,11 +36,16 @@ T = TypeVar("T")
 
 
 def shown_status(meta: dict[str, Any]) -> str:
-    """The status a run's record shows: its own, or ``paused`` while a pause holds a
-    run that has not ended."""
+    """The status a run's record shows: its own, ``paused`` while a pause holds a run
+    that has not ended, or ``waiting_for_version`` while no node may run it (a cluster
+    with no live node of its code version, on whose code its history does not replay)."""
     status = str(meta.get("status", "pending"))
-    if meta.get("paused") and status not in FINISHED:
+    if status in FINISHED:
+        return status
+    if meta.get("paused"):
         return "paused"
+    if meta.get("waitingForVersion"):
+        return "waiting_for_version"
     return status
 
 

@@ -57,6 +57,12 @@ class WorkflowRunner(
             await self._told_parent()
             return
         starting = self.meta.get("status") != "running"
+        # The run is on this code from now on (a cluster node's version): placement
+        # keeps it on nodes of that version. Nothing to record on a single server.
+        version = self.host.code_version
+        if version is not None:
+            self.meta.pop("waitingForVersion", None)
+            self.meta["codeVersion"] = version
         self.set_meta(status="running", error=None)
         self.start_clock()
         self.mark_busy()

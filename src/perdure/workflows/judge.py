@@ -438,6 +438,7 @@ class CheckHost:
         self.abort = _NeverAborted()
         self.observer: Observer = NO_OBSERVER
         self.run_timeout = 0.0  # a check replays stored history: no deadline lands
+        self.code_version: str | None = None  # nothing is recorded
         self.actor = _StoredData(state)
         self._definition = definition
         self._raw_history = dict(raw_history)

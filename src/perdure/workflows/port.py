@@ -212,6 +212,13 @@ class WorkflowHost(ActorIdentity, WorkflowHistory, StepHost, Protocol):
         ...
 
     @property
+    def code_version(self) -> str | None:
+        """The version of the code this run is on (a cluster node's; ``None`` on a single
+        server): recorded in the status record as the run starts, so that placement keeps
+        the run on nodes of that code (docs/deploy.md)."""
+        ...
+
+    @property
     def observer(self) -> Observer:
         """Told about steps, their failures, the workflow's status and its timers."""
         ...

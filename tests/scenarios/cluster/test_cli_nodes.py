@@ -18,7 +18,15 @@ def test_nodes_and_metadata_name_the_nodes(tmp_path: Path) -> None:
     with Cluster("tests.scenarios.cluster.app:registry", 2, base_dir=tmp_path) as cluster:
         first, second = cluster.nodes
         meta = httpx.get(f"{second.url}/metadata", timeout=5).json()
-        assert meta["node"] == {"id": second.node_id, "address": second.url}
+        from perdure.registry import registry_digest
+        from tests.scenarios.cluster.app import registry
+
+        version = registry_digest(registry)  # each node announces its code's version
+        assert meta["node"] == {
+            "id": second.node_id,
+            "address": second.url,
+            "code_version": version,
+        }
         health = httpx.get(f"{first.url}/health", timeout=5).json()
         assert health["node"]["id"] == first.node_id
         # An actor woken through the first node is counted there.
@@ -33,7 +41,8 @@ def test_nodes_and_metadata_name_the_nodes(tmp_path: Path) -> None:
             (second.node_id, 0, True),
         ]
         text = cluster.nodes_command()
-        assert f"{first.node_id}  {first.url}  live  1 actor(s)" in text
+        assert f"{first.node_id}  {first.url}  live  code {version}  1 actor(s)" in text
+        assert {n["code_version"] for n in listed} == {version}
         second.kill()
         dead = cluster.nodes_command("--all", "--json")
         rows = {row["node_id"]: row for row in map(json.loads, dead.splitlines())}

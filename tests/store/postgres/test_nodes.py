@@ -47,7 +47,7 @@ async def test_membership_uses_the_database_clock_by_default(
     assert beat is not None
     assert beat.heartbeat_at >= node.heartbeat_at
     assert (beat.expires_at, beat.draining) == (beat.heartbeat_at + 120_000, True)
-    [(_, _, _, _, _, stored_draining)] = await rows(schema, "SELECT * FROM nodes")
+    [(_, _, _, _, _, stored_draining, _)] = await rows(schema, "SELECT * FROM nodes")
     assert stored_draining is True  # a real boolean column
 
 

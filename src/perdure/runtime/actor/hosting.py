@@ -16,13 +16,14 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 if TYPE_CHECKING:
     from perdure.handles import Client
     from perdure.runtime.actor.instance import ActorInstance
+    from perdure.runtime.actor.workflow_host import Admission
     from perdure.runtime.actor.workflow_outcomes import WorkflowOutcomes
     from perdure.runtime.kernel.clock import Clock
     from perdure.runtime.kernel.core import AlarmSink, StopReason
     from perdure.store.base import Store
     from perdure.telemetry import Observers
 
-__all__ = ["ActorHost"]
+__all__ = ["ActorHost", "RunVersions"]
 
 T = TypeVar("T")
 
@@ -73,4 +74,30 @@ class ActorHost(Protocol):
 
     async def fire_scheduled(self, instance: ActorInstance, action: str, args: list[Any]) -> Any:
         """Call a due schedule's action on the actor, as any request would be."""
+        ...
+
+    @property
+    def versions(self) -> RunVersions | None:
+        """The version check of a cluster node's workflow runs; ``None`` on a single
+        server (which announces no version)."""
+        ...
+
+
+class RunVersions(Protocol):
+    """A cluster node's version check as a workflow run sees it
+    (``runtime/host/versions.py``'s ``VersionPlacement``)."""
+
+    @property
+    def version(self) -> str:
+        """The version of the code this node announces."""
+        ...
+
+    def take_admission(self, actor_id: str) -> Admission | None:
+        """What the check decided as the actor woke (while the nodes ran several
+        versions), if it did; asked once."""
+        ...
+
+    async def admit_here(self, instance: ActorInstance, history: dict[str, bytes]) -> str | None:
+        """The check of a run whose actor woke with no admission (every node on one
+        version): the version it must wait for, or ``None`` to run it here."""
         ...

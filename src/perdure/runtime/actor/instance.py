@@ -321,11 +321,9 @@ class ActorInstance:
             return False
         self.activity.run_started()
         if self.definition.kind == "workflow":
-            from perdure.runtime.actor.workflow_host import ActorWorkflowHost
-            from perdure.workflows.engine import WorkflowRunner
+            from perdure.runtime.actor.workflow_host import start_workflow
 
-            self.workflow = WorkflowRunner(ActorWorkflowHost(self), run)
-            coro = self._run_workflow(self.workflow)
+            coro = start_workflow(self, run)
         else:
             coro = self._run(run)
         self._run_task = self.tasks.spawn(coro, name=f"run {self.actor_id}")
@@ -340,12 +338,6 @@ class ActorInstance:
         """Start the run handler again (after a workflow repair)."""
         self._check_running()
         self._start_run()
-
-    async def _run_workflow(self, runner: WorkflowRunner) -> None:
-        try:
-            await runner.run()
-        finally:
-            self.activity.run_finished()
 
     async def _run(self, run: Callable[..., Any]) -> None:
         saver = self.tasks.spawn(self._save_periodically(), name=f"autosave {self.actor_id}")
@@ -410,6 +402,12 @@ class ActorInstance:
             activity.leave()
             if span is not None:
                 span.end(error)
+
+    @property
+    def waiting_for_version(self) -> str | None:
+        """The code version its workflow run waits for (a cluster node), if held."""
+        version = None if self.workflow is None else self.workflow.meta.get("waitingForVersion")
+        return version if isinstance(version, str) and self.status == "running" else None
 
     def workflow_status(self) -> dict[str, Any]:
         """``{status, error, output}`` of the workflow as its run knows it (``pending``

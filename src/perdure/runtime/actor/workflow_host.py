@@ -10,6 +10,8 @@ costs the hot path nothing.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from perdure.runtime.actor.hooks import call_hook
@@ -21,19 +23,94 @@ from perdure.telemetry import Observer
 from perdure.workflows.port import ActorClient, MessageQueue
 
 if TYPE_CHECKING:
+    from perdure.runtime.actor.hosting import RunVersions
     from perdure.runtime.actor.instance import ActorInstance
+    from perdure.workflows.engine import WorkflowRunner
 
-__all__ = ["ALARM_SOURCE", "ActorWorkflowHost"]
+__all__ = ["ALARM_SOURCE", "ActorWorkflowHost", "Admission", "start_workflow"]
 
 # The workflow's source among the actor's alarms (see ActorCore.set_alarm).
 ALARM_SOURCE = "workflow"
 
 
+@dataclass(frozen=True, slots=True)
+class Admission:
+    """What a cluster node decided about a workflow run before waking its actor
+    (``runtime/host/versions.py``): the stored history it read to decide (the run loads
+    it from here instead of reading it again), and ``waiting_for``: the code version the
+    run must wait for, when no live node runs it and its history does not replay here."""
+
+    history: dict[str, bytes]
+    waiting_for: str | None = None
+
+
+def start_workflow(instance: ActorInstance, run: Callable[..., Any]) -> Coroutine[Any, Any, None]:
+    """The coroutine of the actor's run task: the workflow run, or, when the run waits
+    for a node of its code version, the hold that keeps its actor awake until then."""
+    from perdure.workflows.engine import WorkflowRunner
+
+    versions = instance.host.versions
+    admission = None if versions is None else versions.take_admission(instance.actor_id)
+    host = ActorWorkflowHost(instance, admission)
+    runner = WorkflowRunner(host, run)
+    instance.workflow = runner
+    if admission is not None and admission.waiting_for is not None:
+        return _hold(instance, runner, admission.waiting_for)
+    if admission is None and versions is not None:
+        return _checked_run(instance, host, runner, versions)
+    return _run(instance, runner)
+
+
+async def _run(instance: ActorInstance, runner: WorkflowRunner) -> None:
+    try:
+        await runner.run()
+    finally:
+        instance.activity.run_finished()
+
+
+async def _checked_run(
+    instance: ActorInstance, host: ActorWorkflowHost, runner: WorkflowRunner, versions: RunVersions
+) -> None:
+    """A cluster node's run with no admission (every live node on one version): check
+    its version with the history it loads, then run or hold it."""
+    try:
+        history = await host.load_history()
+        host.preload(history)
+        waiting_for = await versions.admit_here(instance, history)
+    except BaseException:
+        instance.activity.run_finished()
+        raise
+    if waiting_for is not None:
+        await _hold(instance, runner, waiting_for)
+    else:
+        await _run(instance, runner)
+
+
+async def _hold(instance: ActorInstance, runner: WorkflowRunner, version: str) -> None:
+    """Hold the run without running it: its status record says ``waiting_for_version``
+    (the inspector, the admin API and clients' ``$workflow`` read it), its alarm stays due
+    as a running workflow's does (so that another node takes it up should this one stop),
+    and the actor stays awake, where the runtime sees it and moves it to a node of
+    ``version`` when one appears. Controls (cancel, pause) are recorded as usual."""
+    try:
+        await runner.load()
+        runner.set_meta(waitingForVersion=version)
+        runner.mark_busy()
+        await runner.host.flush()
+        await instance.abort.wait()
+    finally:
+        instance.activity.run_finished()
+
+
 class ActorWorkflowHost:
     """Implements :class:`~perdure.workflows.port.WorkflowHost` for one live actor."""
 
-    def __init__(self, instance: ActorInstance) -> None:
+    def __init__(self, instance: ActorInstance, admission: Admission | None = None) -> None:
         self._instance = instance
+        # The history read by the version check of a cluster node, used once.
+        self._preloaded = None if admission is None else admission.history
+        versions = instance.host.versions
+        self.code_version = None if versions is None else versions.version
         # Fixed for the instance's life: read once, so the engine's hot path reads
         # plain attributes.
         self.actor_id = instance.actor_id
@@ -62,7 +139,14 @@ class ActorWorkflowHost:
 
     async def load_history(self) -> dict[str, bytes]:
         """The actor's stored workflow history."""
+        preloaded, self._preloaded = self._preloaded, None
+        if preloaded is not None:
+            return preloaded
         return await self._instance.core.store.load_history(self.actor_id)
+
+    def preload(self, history: dict[str, bytes]) -> None:
+        """The next :meth:`load_history` returns ``history`` (read already)."""
+        self._preloaded = history
 
     def create_input(self) -> Any:
         """The actor's create input, as stored (plain)."""

@@ -391,6 +391,9 @@ def _workflow(meta: dict[str, Any] | None, entries: dict[str, Entry]) -> dict[st
         "input": shown(meta.get("input")),
         "started_at": meta.get("startedAt"),
         "deadline_at": meta.get("deadlineAt"),
+        # The code version the run is on (a cluster), and the one it waits for if held.
+        "code_version": meta.get("codeVersion"),
+        "waiting_for_version": meta.get("waitingForVersion"),
         "history": [entry_view(location, entry) for location, entry in ordered],
     }
 

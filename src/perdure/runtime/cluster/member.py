@@ -66,13 +66,16 @@ class NodeConfig:
     ``secret``: the cluster's secret, which nodes present to each other, when it is
     configured: every node must be given the same one. ``None``: the nodes agree on one
     through their store (:mod:`perdure.runtime.cluster.secret`). Either way a node's
-    peers must present it (:attr:`ClusterMember.secret`).
+    peers must present it (:attr:`ClusterMember.secret`). ``code_version``: the version
+    of the code the node runs, announced to its peers (the runtime fills in a digest of
+    its registry when it is ``None``: :func:`perdure.registry.registry_digest`).
     """
 
     node_id: str
     address: str
     lease_ttl_ms: int = 5000
     secret: str | None = None
+    code_version: str | None = None
 
     def __post_init__(self) -> None:
         if not self.node_id or len(self.node_id) > 128:
@@ -192,6 +195,7 @@ class ClusterMember:
         self._held: dict[str, _Held] = {}
         self._node_trusted_until = 0.0  # monotonic: the node's heartbeat holds until then
         self._nodes: dict[str, PeerNode] = {}  # live nodes that take work (not draining)
+        self._versions: dict[str, str | None] = {}  # the code version each of them runs
         self._listed: set[str] = set()  # every node with a live heartbeat
         self._suspects: dict[str, float] = {}  # node id -> avoided until (monotonic)
         self._refreshed = 0.0
@@ -214,7 +218,7 @@ class ClusterMember:
         config = self.config
         self._secret = await agree_cluster_secret(self.store, config.secret)
         sent = time.monotonic()
-        await self.store.register_node(config.node_id, config.address, config.lease_ttl_ms)
+        await self._register()
         self._node_trusted_until = self._trust_from(sent)
         await self.refresh()
         peers = len(self._nodes) - 1
@@ -309,8 +313,14 @@ class ClusterMember:
         if record is None:
             _log.warning("node %s was removed from the cluster: dropping its actors", self.node_id)
             self._give_up_all()
-            await self.store.register_node(self.node_id, self.config.address, ttl)
+            await self._register()
         self._node_trusted_until = self._trust_from(sent)
+
+    async def _register(self) -> None:
+        config = self.config
+        await self.store.register_node(
+            config.node_id, config.address, config.lease_ttl_ms, code_version=config.code_version
+        )
 
     def _give_up_all(self) -> None:
         held, self._held = self._held, {}
@@ -364,6 +374,7 @@ class ClusterMember:
         records = await self.store.list_nodes(count_actors=False)
         self._listed = {r.node_id for r in records}
         self._nodes = {r.node_id: PeerNode(r.node_id, r.address) for r in records if not r.draining}
+        self._versions = {r.node_id: r.code_version for r in records if not r.draining}
         self._refreshed = time.monotonic()
 
     def peer(self, node_id: str) -> PeerNode | None:
@@ -405,6 +416,27 @@ class ClusterMember:
             return None
         return self._nodes[candidates[hash(actor_id) % len(candidates)]]
 
+    def runs_other_versions(self, version: str) -> bool:
+        """True when a live node that takes work announces another code version than
+        ``version`` (as of the last refresh)."""
+        return any(announced != version for announced in self._versions.values())
+
+    def node_running(self, version: str, actor_id: str) -> PeerNode | None:
+        """A live peer that takes work and runs code ``version`` (as of the last refresh),
+        spread by actor id; ``None`` if there is none."""
+        candidates = sorted(
+            node_id
+            for node_id, announced in self._versions.items()
+            if announced == version and self.peer(node_id) is not None
+        )
+        if not candidates:
+            return None
+        return self._nodes[candidates[hash(actor_id) % len(candidates)]]
+
     def describe(self) -> dict[str, Any]:
-        """``{"id", "address"}`` for ``/metadata`` and ``/health``."""
-        return {"id": self.node_id, "address": self.config.address}
+        """``{"id", "address", "code_version"}`` for ``/metadata`` and ``/health``."""
+        return {
+            "id": self.node_id,
+            "address": self.config.address,
+            "code_version": self.config.code_version,
+        }

@@ -41,6 +41,7 @@ from perdure.runtime.dispatch.placement import Placement
 from perdure.runtime.host.alarms import AlarmScheduler
 from perdure.runtime.host.known_ids import KnownIds
 from perdure.runtime.host.readiness import Readiness
+from perdure.runtime.host.versions import PlacedByVersion, VersionPlacement, with_code_version
 from perdure.runtime.kernel.clock import Clock, SystemClock
 from perdure.runtime.kernel.core import StopReason
 from perdure.runtime.kernel.tasks import TaskOwner
@@ -107,9 +108,12 @@ class ActorRuntime:
         self.feed = ActorFeed(self)
         self.cluster: ClusterMember | None = None
         self.placement: Placement | None = None
+        self.versions: VersionPlacement | None = None  # a node's check of its runs' code
         if node is not None:
+            node, version = with_code_version(node, registry)
             self.cluster = ClusterMember(store, node, self._give_up)
             self.placement = Placement(self, self.cluster)
+            self.versions = VersionPlacement(self, self.cluster, self.placement, version)
         # /ready: whether the store answers (a cached, cheap query).
         self.readiness = Readiness(store)
         self._started = False
@@ -438,7 +442,9 @@ class ActorRuntime:
         if record is None and self.cluster is not None:
             # A cluster node takes the actor's lease (refused while another node's is
             # live); like a claim, it waits for a previous owner's last writes.
-            record, _ = await self.cluster.acquire(actor_id)
+            record, lease = await self.cluster.acquire(actor_id)
+            if self.versions is not None:  # is its run's code this node's?
+                await self.versions.check_wake(record, lease, self.registry.get(record.name))
         elif record is None:
             # Waking a stored actor: claim it, which also waits for any write a previous
             # process still had on its way to the database.
@@ -452,6 +458,8 @@ class ActorRuntime:
         try:
             await instance.start()
         except BaseException as exc:
+            if self.versions is not None:
+                self.versions.take_admission(actor_id)  # not taken if start failed early
             instance.abort.fire()
             await instance.tasks.close(timeout=1)
             await instance.core.close_db()
@@ -585,6 +593,8 @@ class ActorRuntime:
             await self.instance(actor_id)
         except (ActorNotFound, ActorStopping):
             return None  # destroyed, or this runtime is stopping: the alarm waits in the store
+        except PlacedByVersion as exc:  # its run belongs on a node of its version
+            return await exc.hand_over()
         except ActorOwnedElsewhere as exc:
             return exc.expires_at
         return None

@@ -118,6 +118,11 @@ class ActivityTracker:
                 self._idle_event.set()
             self.maybe_sleep()
 
+    @property
+    def working(self) -> bool:
+        """True while work is in flight (an action, a connection being admitted...)."""
+        return self._active > 0
+
     def is_idle(self) -> bool:
         """No work in flight, no connection, nothing else holding the actor awake."""
         return (

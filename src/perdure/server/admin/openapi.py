@@ -181,7 +181,15 @@ _SCHEMAS: dict[str, Any] = {
     "WorkflowStatus": _object(
         {
             "status": {
-                "enum": ["pending", "running", "paused", "completed", "failed", "cancelled"]
+                "enum": [
+                    "pending",
+                    "running",
+                    "paused",
+                    "waiting_for_version",
+                    "completed",
+                    "failed",
+                    "cancelled",
+                ]
             },
             "error": _ANY,
             "output": _ANY,
@@ -203,6 +211,16 @@ _SCHEMAS: dict[str, Any] = {
                     "deadline_at": {
                         **_MS_OR_NULL,
                         "description": "The run's deadline (`workflow(timeout=...)`).",
+                    },
+                    "code_version": {
+                        "type": ["string", "null"],
+                        "description": "The code version the run started on, or continued "
+                        "on (a cluster node's; null on a single server).",
+                    },
+                    "waiting_for_version": {
+                        "type": ["string", "null"],
+                        "description": "While the status is `waiting_for_version`: the code "
+                        "version of the node the run waits for.",
                     },
                     "history": {"type": "array", "items": _ref("HistoryEntry")},
                 }

@@ -23,17 +23,19 @@ __all__ = [
 ]
 
 _NODE_COLUMNS: LiteralString = (
-    "n.node_id, n.address, n.started_at, n.heartbeat_at, n.expires_at, n.draining"
+    "n.node_id, n.address, n.started_at, n.heartbeat_at, n.expires_at, n.draining, n.code_version"
 )
 
-# Parameters: node, address, ttl, now.
+# Parameters: node, address, ttl, now, version.
 REGISTER_NODE: LiteralString = (
     f"WITH {CLOCK} INSERT INTO nodes AS n"
-    " (node_id, address, started_at, heartbeat_at, expires_at, draining)"
-    " SELECT %(node)s::text, %(address)s::text, c.ms, c.ms, c.ms + %(ttl)s, false FROM c"
+    " (node_id, address, started_at, heartbeat_at, expires_at, draining, code_version)"
+    " SELECT %(node)s::text, %(address)s::text, c.ms, c.ms, c.ms + %(ttl)s, false,"
+    " %(version)s::text FROM c"
     " ON CONFLICT (node_id) DO UPDATE SET address = EXCLUDED.address,"
     " started_at = EXCLUDED.started_at, heartbeat_at = EXCLUDED.heartbeat_at,"
-    f" expires_at = EXCLUDED.expires_at, draining = false RETURNING {_NODE_COLUMNS}"
+    " expires_at = EXCLUDED.expires_at, draining = false,"
+    f" code_version = EXCLUDED.code_version RETURNING {_NODE_COLUMNS}"
 )
 # Parameters: node, ttl, draining, now. No row when the node is not registered.
 HEARTBEAT_NODE: LiteralString = (

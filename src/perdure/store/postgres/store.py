@@ -472,11 +472,23 @@ class PostgresStore(Store):
     # --- membership: on pooled connections, beside the writer ---------------------------
 
     async def register_node(
-        self, node_id: str, address: str, ttl_ms: int, *, now: int | None = None
+        self,
+        node_id: str,
+        address: str,
+        ttl_ms: int,
+        *,
+        now: int | None = None,
+        code_version: str | None = None,
     ) -> NodeRecord:
         """Record the node (an upsert), alive until ``now + ttl_ms`` on the database's clock."""
         check_ttl(ttl_ms)
-        params = {"node": node_id, "address": address, "ttl": ttl_ms, "now": now}
+        params = {
+            "node": node_id,
+            "address": address,
+            "ttl": ttl_ms,
+            "now": now,
+            "version": code_version,
+        }
         return node_from_row((await self._rows(REGISTER_NODE, params))[0])
 
     async def heartbeat_node(

@@ -24,13 +24,14 @@ __all__ = [
     "StatementOp",
 ]
 
-_NODE_COLUMNS = "node_id, address, started_at, heartbeat_at, expires_at, draining"
+_NODE_COLUMNS = "node_id, address, started_at, heartbeat_at, expires_at, draining, code_version"
 
 REGISTER_NODE = (
-    f"INSERT INTO nodes ({_NODE_COLUMNS}) VALUES (?, ?, ?, ?, ?, 0)"
+    "INSERT INTO nodes (node_id, address, started_at, heartbeat_at, expires_at, draining,"
+    " code_version) VALUES (?, ?, ?, ?, ?, 0, ?)"
     " ON CONFLICT (node_id) DO UPDATE SET address = excluded.address,"
     " started_at = excluded.started_at, heartbeat_at = excluded.heartbeat_at,"
-    " expires_at = excluded.expires_at, draining = 0"
+    " expires_at = excluded.expires_at, draining = 0, code_version = excluded.code_version"
 )
 HEARTBEAT_NODE = (
     "UPDATE nodes SET heartbeat_at = ?, expires_at = ?, draining = ?"

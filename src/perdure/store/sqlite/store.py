@@ -349,11 +349,18 @@ class SQLiteStore(Store):
     # --- membership: the nodes table (read by `perdure nodes` from another process) ----
 
     async def register_node(
-        self, node_id: str, address: str, ttl_ms: int, *, now: int | None = None
+        self,
+        node_id: str,
+        address: str,
+        ttl_ms: int,
+        *,
+        now: int | None = None,
+        code_version: str | None = None,
     ) -> NodeRecord:
         """Record the node, replacing an earlier registration of the same id."""
-        node = new_node(node_id, address, ttl_ms, wall_clock_ms() if now is None else now)
-        params = (node_id, address, node.started_at, node.heartbeat_at, node.expires_at)
+        now = wall_clock_ms() if now is None else now
+        node = new_node(node_id, address, ttl_ms, now, code_version)
+        params = (node_id, address, now, now, node.expires_at, code_version)
         await self._submit(StatementOp(self._new_future(), REGISTER_NODE, params))
         return node
 
