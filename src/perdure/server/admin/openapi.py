@@ -6,6 +6,16 @@ import functools
 from typing import Any
 
 from perdure._version import __version__
+from perdure.server.admin.openapi_parts import (
+    ACTOR_ID,
+    CONFLICT,
+    json_answer,
+    obj,
+    operation,
+    query,
+    ref,
+)
+from perdure.server.admin.openapi_storage import KV_RECORD, db_paths, dead_letter_paths
 from perdure.workflows.history import ENTRY_KINDS
 
 __all__ = ["openapi_document"]
@@ -16,19 +26,8 @@ _MS_OR_NULL = {"type": ["integer", "null"], "description": "Milliseconds since t
 _STRINGS = {"type": "array", "items": {"type": "string"}}
 
 
-def _ref(name: str) -> dict[str, str]:
-    return {"$ref": f"#/components/schemas/{name}"}
-
-
-def _object(properties: dict[str, Any], *, required: bool = True) -> dict[str, Any]:
-    schema: dict[str, Any] = {"type": "object", "properties": properties}
-    if required:
-        schema["required"] = list(properties)
-    return schema
-
-
 _SCHEMAS: dict[str, Any] = {
-    "Error": _object(
+    "Error": obj(
         {
             "group": {"type": "string"},
             "code": {"type": "string"},
@@ -36,7 +35,7 @@ _SCHEMAS: dict[str, Any] = {
             "metadata": _ANY,
         }
     ),
-    "ActorType": _object(
+    "ActorType": obj(
         {
             "name": {"type": "string"},
             "kind": {"enum": ["actor", "workflow"]},
@@ -47,7 +46,7 @@ _SCHEMAS: dict[str, Any] = {
             "events": _STRINGS,
         }
     ),
-    "ActorRow": _object(
+    "ActorRow": obj(
         {
             "actor_id": {"type": "string"},
             "name": {"type": "string"},
@@ -57,10 +56,10 @@ _SCHEMAS: dict[str, Any] = {
             "wake_at": _MS_OR_NULL,
         }
     ),
-    "Connection": _object(
+    "Connection": obj(
         {"id": {"type": "string"}, "params": _ANY, "state": _ANY, "subscriptions": _STRINGS}
     ),
-    "QueueMessage": _object(
+    "QueueMessage": obj(
         {
             "id": {"type": "integer"},
             "name": {"type": "string"},
@@ -84,7 +83,7 @@ _SCHEMAS: dict[str, Any] = {
             },
         }
     ),
-    "DeadLetter": _object(
+    "DeadLetter": obj(
         {
             "id": {"type": "integer"},
             "queue": {"type": "string"},
@@ -95,12 +94,12 @@ _SCHEMAS: dict[str, Any] = {
             "error": {"type": ["string", "null"], "description": "Why it died."},
         }
     ),
-    "QueueLimits": _object(
+    "QueueLimits": obj(
         {
             "concurrency": {"type": ["integer", "null"]},
             "rate": {
                 "oneOf": [
-                    _object({"limit": {"type": "integer"}, "period": {"type": "number"}}),
+                    obj({"limit": {"type": "integer"}, "period": {"type": "number"}}),
                     {"type": "null"},
                 ]
             },
@@ -110,7 +109,7 @@ _SCHEMAS: dict[str, Any] = {
             "keys": {
                 "type": "array",
                 "description": "The 50 keys with the most in progress (docs/queues.md).",
-                "items": _object(
+                "items": obj(
                     {
                         "key": {"type": "string"},
                         "in_progress": {"type": "integer"},
@@ -120,7 +119,7 @@ _SCHEMAS: dict[str, Any] = {
             },
         }
     ),
-    "Fire": _object(
+    "Fire": obj(
         {
             "seq": {"type": "integer"},
             "scheduled_at": _MS,
@@ -130,7 +129,7 @@ _SCHEMAS: dict[str, Any] = {
             "error": _ANY,
         }
     ),
-    "Schedule": _object(
+    "Schedule": obj(
         {
             "id": {"type": "string"},
             "kind": {"enum": ["at", "cron", "every"]},
@@ -144,10 +143,10 @@ _SCHEMAS: dict[str, Any] = {
             "interval_ms": {"type": ["integer", "null"]},
             "max_history": {"type": "integer"},
             "last_run_at": _MS_OR_NULL,
-            "history": {"type": "array", "items": _ref("Fire")},
+            "history": {"type": "array", "items": ref("Fire")},
         }
     ),
-    "HistoryEntry": _object(
+    "HistoryEntry": obj(
         {
             "location": {"type": "string", "description": "e.g. `jobs/~3/apply`"},
             "name": {"type": "string"},
@@ -169,7 +168,7 @@ _SCHEMAS: dict[str, Any] = {
         },
         required=False,
     ),
-    "ChildLink": _object(
+    "ChildLink": obj(
         {
             "actor_id": {"type": "string"},
             "name": {"type": "string", "description": "The actor's name."},
@@ -178,7 +177,7 @@ _SCHEMAS: dict[str, Any] = {
             "detached": {"type": "boolean", "description": "Not cancelled with its parent."},
         }
     ),
-    "WorkflowStatus": _object(
+    "WorkflowStatus": obj(
         {
             "status": {
                 "enum": [
@@ -197,8 +196,8 @@ _SCHEMAS: dict[str, Any] = {
     ),
     "Run": {
         "allOf": [
-            _ref("WorkflowStatus"),
-            _object(
+            ref("WorkflowStatus"),
+            obj(
                 {
                     "run": {"type": "integer", "description": "1, then one more per fork."},
                     "forked_from": {
@@ -222,23 +221,23 @@ _SCHEMAS: dict[str, Any] = {
                         "description": "While the status is `waiting_for_version`: the code "
                         "version of the node the run waits for.",
                     },
-                    "history": {"type": "array", "items": _ref("HistoryEntry")},
+                    "history": {"type": "array", "items": ref("HistoryEntry")},
                 }
             ),
         ]
     },
     "Workflow": {
         "allOf": [
-            _ref("Run"),
-            _object(
+            ref("Run"),
+            obj(
                 {
                     "runs": {
                         "type": "array",
-                        "items": _ref("Run"),
+                        "items": ref("Run"),
                         "description": "The runs forks archived, newest first.",
                     },
                     "parent": {
-                        "oneOf": [_ref("ChildLink"), {"type": "null"}],
+                        "oneOf": [ref("ChildLink"), {"type": "null"}],
                         "description": "The workflow that started this one as its child.",
                     },
                     "children": {
@@ -247,8 +246,8 @@ _SCHEMAS: dict[str, Any] = {
                         "`starting`, `running`, or how a wait saw it end).",
                         "items": {
                             "allOf": [
-                                _ref("ChildLink"),
-                                _object({"status": {"type": "string"}}),
+                                ref("ChildLink"),
+                                obj({"status": {"type": "string"}}),
                             ]
                         },
                     },
@@ -256,122 +255,73 @@ _SCHEMAS: dict[str, Any] = {
             ),
         ]
     },
-    "ActorDetails": _object(
+    "ActorDetails": obj(
         {
-            "actor": _ref("ActorRow"),
+            "actor": ref("ActorRow"),
             "state": _ANY,
-            "connections": {"type": "array", "items": _ref("Connection")},
-            "queue": {"type": "array", "items": _ref("QueueMessage")},
-            "dead_letters": {"type": "array", "items": _ref("DeadLetter")},
+            "connections": {"type": "array", "items": ref("Connection")},
+            "queue": {"type": "array", "items": ref("QueueMessage")},
+            "dead_letters": {"type": "array", "items": ref("DeadLetter")},
             "limits": {
                 "type": "object",
                 "description": "The limited queues, by name.",
-                "additionalProperties": _ref("QueueLimits"),
+                "additionalProperties": ref("QueueLimits"),
             },
-            "schedules": {"type": "array", "items": _ref("Schedule")},
-            "workflow": {"oneOf": [_ref("Workflow"), {"type": "null"}]},
+            "schedules": {"type": "array", "items": ref("Schedule")},
+            "workflow": {"oneOf": [ref("Workflow"), {"type": "null"}]},
         }
     ),
 }
 
 
-def _json(schema: dict[str, Any], description: str = "OK") -> dict[str, Any]:
-    return {"description": description, "content": {"application/json": {"schema": schema}}}
-
-
-def _body(schema: dict[str, Any]) -> dict[str, Any]:
-    return {"required": False, "content": {"application/json": {"schema": schema}}}
-
-
-_ERRORS = {
-    "400": _json(_ref("Error"), "Bad input (nothing was changed)."),
-    "401": _json(_ref("Error"), "No valid admin token (`admin.unauthorized`)."),
-    "403": _json(_ref("Error"), "Not allowed from this address (`admin.forbidden`)."),
-    "404": _json(_ref("Error"), "No such actor, action, queue, step or schedule."),
-}
-_CONFLICT = {"409": _json(_ref("Error"), "The workflow cannot be repaired that way now.")}
-_ACTOR_ID = {"name": "actor_id", "in": "path", "required": True, "schema": {"type": "string"}}
-
-
-def _operation(
-    summary: str,
-    answer: dict[str, Any],
-    *,
-    parameters: list[dict[str, Any]] | None = None,
-    body: dict[str, Any] | None = None,
-    extra: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    operation: dict[str, Any] = {
-        "summary": summary,
-        "responses": {"200": answer, **_ERRORS, **(extra or {})},
-    }
-    if parameters:
-        operation["parameters"] = parameters
-    if body is not None:
-        operation["requestBody"] = _body(body)
-    return operation
-
-
-def _query(name: str, description: str, schema: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "name": name,
-        "in": "query",
-        "required": False,
-        "description": description,
-        "schema": schema,
-    }
-
-
 def _paths() -> dict[str, Any]:
     string = {"type": "string"}
-    status_answer = _json(_object({"workflow": _ref("WorkflowStatus")}))
-    empty = _json({"type": "object"})
+    status_answer = json_answer(obj({"workflow": ref("WorkflowStatus")}))
+    empty = json_answer({"type": "object"})
     return {
         "/admin/overview": {
-            "get": _operation(
+            "get": operation(
                 "The server and its actor types with counts.",
-                _json(
-                    _object(
+                json_answer(
+                    obj(
                         {
                             "runtime": string,
                             "version": string,
                             "node": {"type": ["object", "null"]},
-                            "types": {"type": "array", "items": _ref("ActorType")},
+                            "types": {"type": "array", "items": ref("ActorType")},
                         }
                     )
                 ),
             )
         },
         "/admin/actors": {
-            "get": _operation(
+            "get": operation(
                 "Search actors by type, key or id substring, awake or asleep.",
-                _json(
-                    _object(
+                json_answer(
+                    obj(
                         {
-                            "actors": {"type": "array", "items": _ref("ActorRow")},
+                            "actors": {"type": "array", "items": ref("ActorRow")},
                             "cursor": {"type": ["string", "null"]},
                         }
                     )
                 ),
                 parameters=[
-                    _query("name", "Only actors of this type.", string),
-                    _query("q", "Substring of the key (parts joined by `/`) or id.", string),
-                    _query("status", "all, awake or asleep.", {"enum": ["all", "awake", "asleep"]}),
-                    _query("limit", "At most this many (1-500, default 50).", {"type": "integer"}),
-                    _query("cursor", "Continue after this point (from the last answer).", string),
+                    query("name", "Only actors of this type.", string),
+                    query("q", "Substring of the key (parts joined by `/`) or id.", string),
+                    query("status", "all, awake or asleep.", {"enum": ["all", "awake", "asleep"]}),
+                    query("limit", "At most this many (1-500, default 50).", {"type": "integer"}),
+                    query("cursor", "Continue after this point (from the last answer).", string),
                 ],
             )
         },
         "/admin/actors/{actor_id}": {
-            "parameters": [_ACTOR_ID],
-            "get": _operation("Everything about one actor.", _json(_ref("ActorDetails"))),
-            "delete": _operation(
-                "Destroy the actor (on_destroy runs, its data is deleted).", empty
-            ),
+            "parameters": [ACTOR_ID],
+            "get": operation("Everything about one actor.", json_answer(ref("ActorDetails"))),
+            "delete": operation("Destroy the actor (on_destroy runs, its data is deleted).", empty),
         },
         "/admin/actors/{actor_id}/feed": {
-            "parameters": [_ACTOR_ID],
-            "get": _operation(
+            "parameters": [ACTOR_ID],
+            "get": operation(
                 "Server-Sent Events: `snapshot` (the actor's details), then `state`, "
                 "`workflow`, `event`, `connection`, `lifecycle` changes as they happen; "
                 "`resync` when the reader fell behind (read again and reopen). In a "
@@ -383,28 +333,26 @@ def _paths() -> dict[str, Any]:
         },
         "/admin/actors/{actor_id}/actions/{action}": {
             "parameters": [
-                _ACTOR_ID,
+                ACTOR_ID,
                 {"name": "action", "in": "path", "required": True, "schema": string},
             ],
-            "post": _operation(
+            "post": operation(
                 "Call an action (waking the actor).",
-                _json(_object({"output": _ANY})),
-                body=_object({"args": {"type": "array"}}, required=False),
+                json_answer(obj({"output": _ANY})),
+                body=obj({"args": {"type": "array"}}, required=False),
             ),
         },
         "/admin/actors/{actor_id}/queues/{queue}": {
             "parameters": [
-                _ACTOR_ID,
+                ACTOR_ID,
                 {"name": "queue", "in": "path", "required": True, "schema": string},
             ],
-            "post": _operation(
+            "post": operation(
                 "Send a durable queue message.",
-                _json(
-                    _object(
-                        {"status": {"enum": ["completed", "timedOut", "queued"]}, "response": _ANY}
-                    )
+                json_answer(
+                    obj({"status": {"enum": ["completed", "timedOut", "queued"]}, "response": _ANY})
                 ),
-                body=_object(
+                body=obj(
                     {
                         "body": _ANY,
                         "wait": {"type": "boolean"},
@@ -423,30 +371,30 @@ def _paths() -> dict[str, Any]:
             ),
         },
         "/admin/actors/{actor_id}/workflow/retry": {
-            "parameters": [_ACTOR_ID],
-            "post": _operation(
+            "parameters": [ACTOR_ID],
+            "post": operation(
                 "Retry a failed workflow: its exhausted steps get fresh attempts.",
                 status_answer,
-                extra=_CONFLICT,
+                extra=CONFLICT,
             ),
         },
         "/admin/actors/{actor_id}/workflow/replay": {
-            "parameters": [_ACTOR_ID],
-            "post": _operation(
+            "parameters": [ACTOR_ID],
+            "post": operation(
                 "Replay the workflow from a step: that entry and every later one run again.",
                 status_answer,
-                body=_object({"from": {"type": "string", "description": "A history location."}}),
-                extra=_CONFLICT,
+                body=obj({"from": {"type": "string", "description": "A history location."}}),
+                extra=CONFLICT,
             ),
         },
         "/admin/actors/{actor_id}/workflow/fork": {
-            "parameters": [_ACTOR_ID],
-            "post": _operation(
+            "parameters": [ACTOR_ID],
+            "post": operation(
                 "Fork the workflow from a step: a new run replays the history before it and "
                 "runs from it, with a new input or (from a receive) a new message; the old "
                 "run is archived (`runs`).",
-                _json(_object({"workflow": _ref("WorkflowStatus"), "run": {"type": "integer"}})),
-                body=_object(
+                json_answer(obj({"workflow": ref("WorkflowStatus"), "run": {"type": "integer"}})),
+                body=obj(
                     {
                         "from": {"type": "string", "description": "A history location."},
                         "input": {**_ANY, "description": "The new run's input (`ctx.input`)."},
@@ -457,140 +405,62 @@ def _paths() -> dict[str, Any]:
                     },
                     required=False,
                 ),
-                extra=_CONFLICT,
+                extra=CONFLICT,
             ),
         },
         "/admin/actors/{actor_id}/workflow/cancel": {
-            "parameters": [_ACTOR_ID],
-            "post": _operation(
+            "parameters": [ACTOR_ID],
+            "post": operation(
                 "Cancel the workflow's run at its next durable point: its compensations "
                 "run and it ends cancelled (409 workflow.not_running if it has ended).",
                 status_answer,
-                body=_object({"reason": {"type": ["string", "null"]}}, required=False),
-                extra=_CONFLICT,
+                body=obj({"reason": {"type": ["string", "null"]}}, required=False),
+                extra=CONFLICT,
             ),
         },
         "/admin/actors/{actor_id}/workflow/pause": {
-            "parameters": [_ACTOR_ID],
-            "post": _operation(
+            "parameters": [ACTOR_ID],
+            "post": operation(
                 "Hold the workflow's run before its next step, durably, until resumed.",
                 status_answer,
-                extra=_CONFLICT,
+                extra=CONFLICT,
             ),
         },
         "/admin/actors/{actor_id}/workflow/resume": {
-            "parameters": [_ACTOR_ID],
-            "post": _operation("Let a paused workflow go on.", status_answer, extra=_CONFLICT),
+            "parameters": [ACTOR_ID],
+            "post": operation("Let a paused workflow go on.", status_answer, extra=CONFLICT),
         },
         "/admin/actors/{actor_id}/schedules/{schedule_id}": {
             "parameters": [
-                _ACTOR_ID,
+                ACTOR_ID,
                 {"name": "schedule_id", "in": "path", "required": True, "schema": string},
             ],
-            "delete": _operation("Cancel a schedule (one-shot, cron or interval job).", empty),
+            "delete": operation("Cancel a schedule (one-shot, cron or interval job).", empty),
         },
-        **_dead_letter_paths(empty),
+        **dead_letter_paths(empty),
         "/admin/actors/{actor_id}/kv": {
-            "parameters": [_ACTOR_ID],
-            "get": _operation(
+            "parameters": [ACTOR_ID],
+            "get": operation(
                 "One page of the actor's KV records in key order (read without waking it: "
                 'what is committed). A bytes key shows as `["$Uint8Array", base64]`.',
-                _json(
-                    _object(
+                json_answer(
+                    obj(
                         {
-                            "records": {"type": "array", "items": _KV_RECORD},
+                            "records": {"type": "array", "items": KV_RECORD},
                             "next": {"type": ["string", "null"]},
                         }
                     )
                 ),
                 parameters=[
-                    _query("prefix", "Only the string keys that start with it.", string),
-                    _query("after", "The `next` cursor of the page before.", string),
-                    _query(
+                    query("prefix", "Only the string keys that start with it.", string),
+                    query("after", "The `next` cursor of the page before.", string),
+                    query(
                         "limit", "Records per page (default 50, at most 500).", {"type": "integer"}
                     ),
                 ],
             ),
         },
-        **_db_paths(),
-    }
-
-
-def _db_paths() -> dict[str, Any]:
-    """The actor's SQL database (c.db), read from the store as committed."""
-    integer = {"type": "integer"}
-    rows = _object({"columns": {"type": "array"}, "rows": {"type": "array"}})
-    table = {"name": "table", "in": "path", "required": True, "schema": {"type": "string"}}
-    return {
-        "/admin/actors/{actor_id}/db/tables": {
-            "parameters": [_ACTOR_ID],
-            "get": _operation(
-                "The tables and views of the actor's SQL database with their schema (read "
-                "from the store as committed, without waking it; `db.too_large` past 64 MiB).",
-                _json(_object({"tables": {"type": "array", "items": _DB_TABLE}})),
-            ),
-        },
-        "/admin/actors/{actor_id}/db/tables/{table}/rows": {
-            "parameters": [_ACTOR_ID, table],
-            "get": _operation(
-                "One page of a table's rows (`db.no_such_table` for a name that is none).",
-                _json(rows),
-                parameters=[
-                    _query("offset", "Rows to skip (default 0).", integer),
-                    _query("limit", "Rows per page (default 50, at most 500).", integer),
-                ],
-            ),
-        },
-        "/admin/actors/{actor_id}/db/query": {
-            "parameters": [_ACTOR_ID],
-            "post": _operation(
-                "A read-only query: `db.read_only` for a statement that writes, "
-                "`db.too_many_rows` past 1,000 rows, `db.timeout` past 2 s, `db.too_large`.",
-                _json(rows),
-                body=_object({"sql": {"type": "string"}, "params": {}}),
-            ),
-        },
-    }
-
-
-_DB_TABLE = _object({"name": {}, "type": {}, "sql": {}, "columns": {"type": "array"}})
-_KV_RECORD = _object({"key": {}, "value": {}, "size": {"type": "integer"}})
-
-
-def _dead_letter_paths(empty: dict[str, Any]) -> dict[str, Any]:
-    """The dead letters of an actor's queues (docs/queues.md)."""
-    message_id = {
-        "name": "message_id",
-        "in": "path",
-        "required": True,
-        "schema": {"type": "integer"},
-    }
-    letters = _object({"dead_letters": {"type": "array", "items": _ref("DeadLetter")}})
-    requeued = _object(
-        {"id": {"type": "integer"}, "queue": {"type": "string"}, "attempts": {"type": "integer"}}
-    )
-    not_dead = {"409": _json(_ref("Error"), "The message is live (`actor.message_not_dead`).")}
-    return {
-        "/admin/actors/{actor_id}/dead-letters": {
-            "parameters": [_ACTOR_ID],
-            "get": _operation(
-                "The actor's dead letters, oldest message first (read without waking it).",
-                _json(letters),
-                parameters=[_query("queue", "Only this queue's.", {"type": "string"})],
-            ),
-        },
-        "/admin/actors/{actor_id}/dead-letters/{message_id}/requeue": {
-            "parameters": [_ACTOR_ID, message_id],
-            "post": _operation(
-                "Put a dead letter back in its queue, its attempts reset.",
-                _json(_object({"requeued": requeued})),
-                extra=not_dead,
-            ),
-        },
-        "/admin/actors/{actor_id}/dead-letters/{message_id}": {
-            "parameters": [_ACTOR_ID, message_id],
-            "delete": _operation("Drop a dead letter for good.", empty, extra=not_dead),
-        },
+        **db_paths(),
     }
 
 
