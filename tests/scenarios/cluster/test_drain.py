@@ -67,6 +67,9 @@ async def test_sigterm_hands_actors_over_without_waiting_for_the_ttl(tmp_path: P
     assert took < TTL / 3, f"took {took:.1f} s: the lease was not released"
 
 
+# 9 s; the suite keeps a rolling restart behind HAProxy in test_balancer.py
+# (test_rolling_restart_through_the_balancer) and CI's scripts/smoke_recipes.py.
+@pytest.mark.slow
 async def test_a_rolling_restart_behind_haproxy_loses_no_retried_request(tmp_path: Path) -> None:
     require_haproxy()
     with (
