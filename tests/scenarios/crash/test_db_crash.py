@@ -14,86 +14,35 @@ soak (``-m slow``) runs a minute on each.
 
 from __future__ import annotations
 
-import asyncio
-import os
-import random
-import time
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from tests.support.apps.db_crash import KEYS, ROWS
-from tests.support.server import ServerProcess
+from tests.support.kill_runs import apply_under_kills
 
 REGISTRY = "tests.support.apps.db_crash:registry"
 ACTORS = 3
 SENDERS = 9  # three per actor: their statements queue behind each other
 
 
-def _url(server: ServerProcess, action: str, key: str) -> str:
-    return (
-        f"{server.url}/gateway/ledger/action/{action}"
-        f"?rvt-namespace=default&rvt-method=getOrCreate&rvt-key={key}"
-    )
-
-
 async def _run(tmp_path: Path, seconds: float, kills: int, store: list[str]) -> None:
-    seed = int(os.environ.get("PERDURE_CRASH_SEED") or random.randrange(1 << 30))
-    rng = random.Random(seed)
-    server = ServerProcess(
-        REGISTRY, tmp_path / "data", extra_args=["--log-level", "warning", *store]
+    run = await apply_under_kills(
+        REGISTRY,
+        tmp_path / "data",
+        seconds=seconds,
+        kills=kills,
+        actors=ACTORS,
+        senders=SENDERS,
+        store_args=store,
     )
-    await asyncio.to_thread(server.start)
-    acked: dict[str, set[int]] = {f"a{i}": set() for i in range(ACTORS)}
-    tried: dict[str, set[int]] = {key: set() for key in acked}
-    up = asyncio.Event()
-    up.set()
-    stop = time.monotonic() + seconds
-    counter = iter(range(1 << 40))
-
-    async def sender(index: int, client: httpx.AsyncClient) -> None:
-        key = f"a{index % ACTORS}"
-        while time.monotonic() < stop:
-            await up.wait()
-            n = next(counter)
-            tried[key].add(n)
-            try:
-                response = await client.post(_url(server, "apply", key), json={"args": [n]})
-            except httpx.TransportError:
-                await asyncio.sleep(0.01)
-                continue  # in flight at a kill: its outcome is unknown
-            if response.status_code == 200:
-                acked[key].add(n)
-
-    async def killer() -> None:
-        for _ in range(kills):
-            await asyncio.sleep(rng.uniform(0.2, seconds / kills * 0.7))
-            up.clear()
-            await asyncio.to_thread(server.kill)
-            await asyncio.to_thread(server.restart)
-            up.set()
-
-    try:
-        async with httpx.AsyncClient(timeout=10) as client:
-            await asyncio.gather(killer(), *(sender(i, client) for i in range(SENDERS)))
-            await asyncio.to_thread(server.kill)  # and once more, at the very end
-            await asyncio.to_thread(server.restart)
-            audits = {}
-            for key in acked:
-                response = await client.post(_url(server, "audit", key), json={"args": []})
-                assert response.status_code == 200, response.text
-                audits[key] = response.json()["output"]
-    finally:
-        server.kill()
-    context = f"seed={seed}"
-    total = sum(len(a) for a in acked.values())
-    print(f"{total} actions acknowledged across {kills + 1} kills ({context})")  # with -s
-    assert server.starts == kills + 2
-    assert total > 30, f"too few actions ran ({context})"
-    for key, audit in audits.items():
-        _check(audit, acked[key], tried[key], f"{key} {context}")
+    total = sum(len(a) for a in run.acked.values())
+    print(f"{total} actions acknowledged across {kills + 1} kills ({run.context})")  # with -s
+    assert run.starts == kills + 2
+    assert total > 30, f"too few actions ran ({run.context})"
+    for key, audit in run.audits.items():
+        _check(audit, run.acked[key], run.tried[key], f"{key} {run.context}")
 
 
 def _check(audit: dict[str, Any], acked: set[int], tried: set[int], context: str) -> None:
