@@ -257,11 +257,13 @@ def grace_of(service: Mapping[str, Any]) -> float:
 
 
 def substitute_ports(words: list[str], ports: Mapping[str, str]) -> list[str]:
-    """``words`` with each ``host:port`` (or bare ``--port`` value) of ``ports`` replaced."""
+    """``words`` with each ``host:port`` (or bare port) of ``ports`` replaced where it
+    stands alone: not inside a longer name or number (a random schema name may hold the
+    digits of a port)."""
     out = []
     for word in words:
         for old, new in ports.items():
-            word = word.replace(old, new)
+            word = re.sub(rf"(?<![\w.-]){re.escape(old)}(?!\w)", new, word)
         out.append(word)
     return out
 
